@@ -1,0 +1,1 @@
+"""Kafka's log: log dirs, partitions, segments, indexes, snapshots, checkpoints, recovery."""
