@@ -1,0 +1,85 @@
+#!/usr/bin/env bash
+# Install everything the compatibility tests need besides Python packages:
+#   * Debian packages: kcat (a librdkafka CLI client), and a JDK + Maven if the machine lacks them;
+#   * the official Apache Kafka jars (4.1.1 and 3.9.1), resolved by Maven from compat-tests/pom.xml
+#     into .cache/m2, with each release's runtime classpath written to .cache/kafka-<version>.classpath;
+#   * the Java client driver (compat-tests/java), compiled into .cache/java-driver/.
+# Idempotent and quick when everything is cached: each step checks before it downloads.
+# Called by .ci/run and by the README's test command; safe to run by hand.
+set -euo pipefail
+
+cd "$(dirname "${BASH_SOURCE[0]}")/.."
+ROOT=$PWD
+CACHE=${ODRADEK_CACHE_DIR:-$ROOT/.cache}
+M2=$CACHE/m2
+KAFKA_VERSIONS=(4.1.1 3.9.1)
+mkdir -p "$CACHE"
+
+log() { printf '[fetch-tools] %s\n' "$*" >&2; }
+
+# --- Debian packages -------------------------------------------------------------------------
+# command -> package; only what is missing is installed, so a warm machine never runs apt.
+declare -A NEED=([kcat]=kcat [java]=openjdk-17-jre-headless [javac]=openjdk-17-jdk-headless [mvn]=maven)
+missing=()
+for cmd in kcat java javac mvn; do
+  command -v "$cmd" >/dev/null 2>&1 || missing+=("${NEED[$cmd]}")
+done
+if ((${#missing[@]})); then
+  SUDO=()
+  if [[ $(id -u) != 0 ]]; then
+    command -v sudo >/dev/null 2>&1 || { log "need root or sudo to install: ${missing[*]}"; exit 1; }
+    SUDO=(sudo -n)
+  fi
+  log "apt-get install ${missing[*]}"
+  "${SUDO[@]}" apt-get update -qq
+  DEBIAN_FRONTEND=noninteractive "${SUDO[@]}" apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
+fi
+
+# --- Kafka jars via Maven --------------------------------------------------------------------
+# A classpath file is reused while its stamp (hash of the pom + version) matches and every jar it
+# names still exists; otherwise Maven resolves again (offline work is then near-instant anyway).
+POM=compat-tests/pom.xml
+pom_hash=$(sha256sum "$POM" | cut -c1-16)
+profile_for() { echo "kafka-${1%.*}"; }   # 4.1.1 -> kafka-4.1
+
+classpath_ok() {
+  local cp=$1 stamp=$2 want=$3
+  [[ -s $cp && -f $stamp && $(<"$stamp") == "$want" ]] || return 1
+  local jar
+  IFS=: read -r -a jars <"$cp"
+  for jar in "${jars[@]}"; do [[ -f $jar ]] || return 1; done
+}
+
+for v in "${KAFKA_VERSIONS[@]}"; do
+  cp_file=$CACHE/kafka-$v.classpath
+  stamp=$CACHE/kafka-$v.stamp
+  want="$pom_hash $v"
+  if classpath_ok "$cp_file" "$stamp" "$want"; then
+    continue
+  fi
+  log "resolving Apache Kafka $v jars with Maven (first run downloads ~130 MB)"
+  tmp=$cp_file.tmp.$$
+  ok=0
+  # Two tries: a dropped connection to the registry should not fail a whole CI run.
+  for attempt in 1 2; do
+    if mvn -B -q -f "$POM" -P "$(profile_for "$v")" -Dmaven.repo.local="$M2" \
+        dependency:build-classpath -Dmdep.outputFile="$tmp" >"$CACHE/mvn-$v.log" 2>&1; then
+      ok=1
+      break
+    fi
+    log "maven attempt $attempt for Kafka $v failed; see $CACHE/mvn-$v.log"
+  done
+  if ((!ok)); then
+    tail -n 40 "$CACHE/mvn-$v.log" >&2
+    exit 1
+  fi
+  mv "$tmp" "$cp_file"
+  echo "$want" >"$stamp"
+done
+
+# --- Java client driver ----------------------------------------------------------------------
+if compgen -G "compat-tests/java/*.java" >/dev/null; then
+  python3 compat-tests/kafka_oracle.py build-driver >&2
+fi
+
+log "ok: kcat $(command -v kcat), java $(java -version 2>&1 | head -n1), classpaths in $CACHE"
