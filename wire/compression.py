@@ -26,6 +26,8 @@ from typing import TYPE_CHECKING
 
 import cramjam
 
+from .errors import ErrorCode, ProtocolError
+
 if TYPE_CHECKING:
     from collections.abc import Buffer
 
@@ -39,13 +41,16 @@ __all__ = [
 ]
 
 
-class CorruptRecordError(ValueError):
+class CorruptRecordError(ProtocolError, ValueError):
     """A record batch or record is malformed (bad size, CRC, magic, varint, compression stream ...).
 
-    Kafka's ``CorruptRecordException``; a broker answers a produce with ``CORRUPT_MESSAGE`` (2).
-    Canonical import: ``odradek.wire.records.CorruptRecordError``. It derives from ``ValueError`` so
-    callers that treat every bad input alike can catch that.
+    Kafka's ``CorruptRecordException``; a broker answers a produce with ``error_code``
+    (``CORRUPT_MESSAGE``, 2) for that partition rather than closing the connection.
+    Canonical import: ``odradek.wire.records.CorruptRecordError``. It is a ``ProtocolError`` (the
+    wire layer's one error for malformed input) and a ``ValueError``.
     """
+
+    error_code = ErrorCode.CORRUPT_MESSAGE
 
 
 class InvalidRecordError(CorruptRecordError):
@@ -54,6 +59,8 @@ class InvalidRecordError(CorruptRecordError):
     Example: a client batch whose ``lastOffsetDelta + 1 != count``. Being a subclass of
     :class:`CorruptRecordError`, "catch CorruptRecordError" still catches everything a batch can raise.
     """
+
+    error_code = ErrorCode.INVALID_RECORD
 
 
 class CompressionType(IntEnum):

@@ -24,10 +24,11 @@ import struct
 import zlib
 from collections.abc import Iterable, Iterator, Sequence
 from enum import IntEnum
-from typing import TYPE_CHECKING, NamedTuple, Protocol
+from typing import TYPE_CHECKING, Any, NamedTuple, Protocol
 
 from crc32c import crc32c
-from odradek.wire.compression import (
+
+from .compression import (
     DEFAULT_MAX_INFLATED_BYTES,
     CompressionType,
     CorruptRecordError,
@@ -38,6 +39,19 @@ from odradek.wire.compression import (
 
 if TYPE_CHECKING:
     from collections.abc import Buffer
+
+try:
+    # The protocol module's author may own FileSlice in a sibling module; one class for everyone.
+    from .records_types import FileSlice  # type: ignore[import-not-found,unused-ignore]
+except ImportError:
+
+    class FileSlice(NamedTuple):  # type: ignore[no-redef]
+        """``size`` bytes of ``file`` (anything with ``fileno()``) from byte ``position``: a region
+        the server sends with ``sendfile``. Data only; the wire layer does no I/O."""
+
+        file: Any
+        position: int
+        size: int
 
 __all__ = [
     "BATCH_OVERHEAD",
@@ -55,6 +69,7 @@ __all__ = [
     "ControlRecordType",
     "CorruptRecordError",
     "EndTxnMarker",
+    "FileSlice",
     "InvalidRecordError",
     "LegacyMessage",
     "Record",
