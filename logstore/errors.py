@@ -1,0 +1,62 @@
+"""Typed errors raised by the log store.
+
+The request handlers map these to Kafka error codes; the mapping is noted on each class so the
+handler author does not have to guess.
+"""
+
+from __future__ import annotations
+
+
+class LogStoreError(Exception):
+    """Base class of every error the log store raises on purpose."""
+
+
+class CorruptRecordError(LogStoreError):
+    """A batch failed its size/magic/CRC checks (Kafka CORRUPT_MESSAGE, code 2)."""
+
+
+class InvalidRecordError(LogStoreError):
+    """A batch is well formed but breaks a broker rule, e.g. lastOffsetDelta+1 != count for a client
+    batch, or a non-v2 batch (Kafka INVALID_RECORD, code 87)."""
+
+
+class MessageTooLargeError(LogStoreError):
+    """The batch is larger than the topic's max.message.bytes (Kafka MESSAGE_TOO_LARGE, code 10)."""
+
+
+class RecordBatchTooLargeError(LogStoreError):
+    """The batch is larger than segment.bytes and can never fit a segment
+    (Kafka RECORD_LIST_TOO_LARGE, code 18)."""
+
+
+class InvalidTimestampError(LogStoreError):
+    """A record timestamp is outside message.timestamp.before/after.max.ms (Kafka INVALID_TIMESTAMP, 32)."""
+
+
+class OffsetOutOfRangeError(LogStoreError):
+    """A fetch offset is outside [log start offset, log end offset] (Kafka OFFSET_OUT_OF_RANGE, code 1)."""
+
+    def __init__(self, offset: int, log_start_offset: int, log_end_offset: int, name: str = "") -> None:
+        super().__init__(
+            f"offset {offset} is out of range for {name or 'log'} "
+            f"[{log_start_offset}, {log_end_offset}]"
+        )
+        self.offset = offset
+        self.log_start_offset = log_start_offset
+        self.log_end_offset = log_end_offset
+
+
+class LogDirLockedError(LogStoreError):
+    """Another process holds `<log dir>/.lock` (Kafka refuses to start in that case too)."""
+
+
+class KafkaStorageError(LogStoreError):
+    """An I/O problem with a log dir (Kafka KAFKA_STORAGE_ERROR, code 56)."""
+
+
+class InvalidOffsetError(LogStoreError):
+    """An offset does not fit a segment (relative offset outside int32), or an index is inconsistent."""
+
+
+class LogDeletedError(LogStoreError):
+    """The partition log was deleted or closed while a caller still held it."""

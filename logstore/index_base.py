@@ -1,0 +1,168 @@
+"""Shared machinery of `.index` and `.timeindex` files (Kafka's AbstractIndex).
+
+An index is a memory-mapped file of fixed-size big-endian entries. A new file is preallocated to
+`roundDown(max_index_size, entry_size)` bytes (sparse zeros, 10485760 for `.index` and 10485756 for
+`.timeindex` with the default segment.index.bytes); an existing file is assumed to be entirely valid,
+entries = length // entry_size. That is why Kafka, and we, trim to `entries * entry_size` on roll,
+close and end of recovery, and resize back to the maximum when a segment becomes active again.
+"""
+
+from __future__ import annotations
+
+import logging
+import mmap
+import os
+from pathlib import Path
+
+log = logging.getLogger(__name__)
+
+
+class CorruptIndexError(Exception):
+    """An index file fails its sanity check (bad length or entries below the base offset)."""
+
+
+class IndexFullError(Exception):
+    """Attempt to append to an index that has no free slot left."""
+
+
+class IndexOffsetError(Exception):
+    """An entry would break the index's ordering (Kafka's InvalidOffsetException)."""
+
+
+class IndexFile:
+    """Base class: owns the file, the mmap, and the entry count. Subclasses define the entry layout."""
+
+    ENTRY_SIZE = 8
+
+    def __init__(self, path: Path, base_offset: int, max_index_size: int = 10 * 1024 * 1024,
+                 writable: bool = True) -> None:
+        self.path = Path(path)
+        self.base_offset = base_offset
+        self.max_index_size = max_index_size
+        self.writable = writable
+        self._mm: mmap.mmap | None = None
+        self._fd = -1
+        self._open()
+
+    # -- file/mmap management -------------------------------------------------------------
+    def _open(self) -> None:
+        flags = os.O_RDWR | os.O_CREAT if self.writable else os.O_RDONLY
+        existed = self.path.exists()
+        self._fd = os.open(self.path, flags, 0o644)
+        if not existed:
+            # Kafka preallocates a new index to its maximum size; the file stays sparse on disk.
+            os.ftruncate(self._fd, self._round(self.max_index_size))
+        length = os.fstat(self._fd).st_size
+        self._map(length)
+        # An existing file is assumed to be completely valid: entries = length / entry size.
+        self._entries = 0 if not existed else length // self.ENTRY_SIZE
+        self._load_last()
+
+    def _map(self, length: int) -> None:
+        self._length = length
+        if length == 0:
+            self._mm = None
+            return
+        access = mmap.ACCESS_WRITE if self.writable else mmap.ACCESS_READ
+        self._mm = mmap.mmap(self._fd, length, access=access)
+
+    def _unmap(self) -> None:
+        if self._mm is not None:
+            self._mm.close()
+            self._mm = None
+
+    def _round(self, n: int) -> int:
+        return n - n % self.ENTRY_SIZE
+
+    def _load_last(self) -> None:
+        """Refresh the cached last entry after the entry count changed."""
+
+    @property
+    def entries(self) -> int:
+        return self._entries
+
+    @property
+    def max_entries(self) -> int:
+        return self._length // self.ENTRY_SIZE
+
+    @property
+    def length(self) -> int:
+        """Current file length in bytes (preallocated or trimmed)."""
+        return self._length
+
+    def size_in_bytes(self) -> int:
+        return self._entries * self.ENTRY_SIZE
+
+    def is_full(self) -> bool:
+        return self._entries >= self.max_entries
+
+    def resize(self, new_size: int) -> bool:
+        """Set the file length to `new_size` rounded down to whole entries; True if it changed."""
+        rounded = self._round(new_size)
+        if rounded == self._length:
+            return False
+        self._unmap()
+        os.ftruncate(self._fd, rounded)
+        self._map(rounded)
+        self._entries = min(self._entries, rounded // self.ENTRY_SIZE)
+        self._load_last()
+        return True
+
+    def trim_to_valid_size(self) -> None:
+        """Cut the file to exactly `entries * entry_size` bytes (what Kafka leaves on disk when inactive)."""
+        self.resize(self._entries * self.ENTRY_SIZE)
+
+    def reset(self) -> None:
+        """Empty the index and preallocate it again (used before rebuilding it)."""
+        self.truncate()
+        self.resize(self.max_index_size)
+
+    def truncate(self) -> None:
+        self._truncate_to_entries(0)
+
+    def _truncate_to_entries(self, n: int) -> None:
+        self._entries = n
+        self._load_last()
+
+    def flush(self) -> None:
+        """Write the mapped pages to disk (msync); blocking, call it off the event loop."""
+        if self._mm is not None and self.writable:
+            self._mm.flush()
+
+    def close(self) -> None:
+        """Trim to the valid size and release the file (Kafka's AbstractIndex.close)."""
+        if self._fd < 0:
+            return
+        if self.writable:
+            self.trim_to_valid_size()
+        self.close_handler()
+
+    def close_handler(self) -> None:
+        """Release the mmap and descriptor without trimming."""
+        self._unmap()
+        if self._fd >= 0:
+            os.close(self._fd)
+            self._fd = -1
+
+    def delete_if_exists(self) -> bool:
+        self.close_handler()
+        try:
+            self.path.unlink()
+            return True
+        except FileNotFoundError:
+            return False
+
+    def rename_to(self, new_path: Path) -> None:
+        try:
+            os.rename(self.path, new_path)
+        except FileNotFoundError:
+            pass
+        self.path = Path(new_path)
+
+    def sanity_check(self) -> None:
+        """Raise CorruptIndexError if the file cannot be a valid index (length not whole entries)."""
+        if self._length % self.ENTRY_SIZE != 0:
+            raise CorruptIndexError(
+                f"Index file {self.path} is corrupt, found {self._length} bytes which is neither "
+                f"positive nor a multiple of {self.ENTRY_SIZE}."
+            )

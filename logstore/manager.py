@@ -1,0 +1,271 @@
+"""LogManager: every partition log of one or more log dirs, with startup, checkpoints and clean shutdown.
+
+Kafka's LogManager + the high-watermark part of ReplicaManager. The server owns one instance:
+`startup()` once, `checkpoint_*()` and `flush_dirty_logs()` periodically (the flushes block, run them
+in a thread), `shutdown(broker_epoch)` at the end.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import shutil
+import time
+import uuid
+from collections.abc import Callable
+from pathlib import Path
+
+from . import files
+from .checkpoints import ORDER_ANYREFMAP, ORDER_HASHMAP_COPY, OffsetCheckpointFile
+from .config import LogConfig
+from .metadata_files import FileLock, read_clean_shutdown_file, write_clean_shutdown_file
+from .partition_log import PartitionLog
+
+log = logging.getLogger(__name__)
+
+METADATA_TOPIC = "__cluster_metadata"
+
+TopicPartition = tuple[str, int]
+
+
+class LogDir:
+    """One entry of log.dirs: its lock and checkpoint files."""
+
+    def __init__(self, path: Path) -> None:
+        self.path = Path(path)
+        self.lock = FileLock(self.path)
+        self.had_clean_shutdown = False
+        self.recovery_points: OffsetCheckpointFile | None = None
+        self.log_start_offsets: OffsetCheckpointFile | None = None
+        self.high_watermarks: OffsetCheckpointFile | None = None
+        self.cleaner_offsets: OffsetCheckpointFile | None = None
+        self.all_loaded_ok = True
+
+    def open_checkpoints(self) -> None:
+        p = self.path
+        self.recovery_points = OffsetCheckpointFile(p / files.RECOVERY_POINT_CHECKPOINT, ORDER_HASHMAP_COPY)
+        self.log_start_offsets = OffsetCheckpointFile(p / files.LOG_START_OFFSET_CHECKPOINT, ORDER_HASHMAP_COPY)
+        self.high_watermarks = OffsetCheckpointFile(p / files.REPLICATION_OFFSET_CHECKPOINT, ORDER_ANYREFMAP)
+        self.cleaner_offsets = OffsetCheckpointFile(p / files.CLEANER_OFFSET_CHECKPOINT, ORDER_HASHMAP_COPY)
+
+
+class LogManager:
+    """Owns every PartitionLog of the broker's log dirs.
+
+    `default_config` is the broker-wide LogConfig; `topic_config(topic)` (optional callback) returns a
+    topic's LogConfig when it has overrides (the broker's metadata knows them); `create_log` also takes
+    a config that is then remembered for that topic.
+    """
+
+    def __init__(self, log_dirs: list[Path], default_config: LogConfig | None = None,
+                 topic_config: Callable[[str], LogConfig | None] | None = None) -> None:
+        if not log_dirs:
+            raise ValueError("at least one log dir is needed")
+        self.dirs = [LogDir(Path(d)) for d in log_dirs]
+        self.default_config = default_config or LogConfig()
+        self._topic_config_cb = topic_config
+        self.topic_configs: dict[str, LogConfig] = {}
+        self.logs: dict[TopicPartition, PartitionLog] = {}
+        self._log_dir_of: dict[TopicPartition, LogDir] = {}
+        self._pending_deletes: list[tuple[Path, float]] = []
+        self.started = False
+
+    # -- configs --------------------------------------------------------------------------
+    def config_for(self, topic: str) -> LogConfig:
+        cfg = self.topic_configs.get(topic)
+        if cfg is None and self._topic_config_cb is not None:
+            cfg = self._topic_config_cb(topic)
+        return cfg or self.default_config
+
+    def update_topic_config(self, topic: str, config: LogConfig) -> None:
+        """Apply a new config to a topic's logs (index/segment settings apply to new segments)."""
+        self.topic_configs[topic] = config
+        for (t, _p), lg in self.logs.items():
+            if t == topic:
+                lg.config = config
+
+    # -- startup --------------------------------------------------------------------------
+    def startup(self) -> None:
+        """Lock every dir, load/recover all partition logs, delete the clean-shutdown markers."""
+        for d in self.dirs:
+            d.path.mkdir(parents=True, exist_ok=True)
+            d.lock.try_lock()
+        for d in self.dirs:
+            self._load_dir(d)
+        self.started = True
+
+    def _load_dir(self, d: LogDir) -> None:
+        marker = read_clean_shutdown_file(d.path)
+        d.had_clean_shutdown = marker is not None
+        if marker is not None:
+            # Kafka deletes the marker before loading: a crash during loading must mean "unclean"
+            (d.path / files.CLEAN_SHUTDOWN_FILE).unlink(missing_ok=True)
+        d.open_checkpoints()
+        assert d.recovery_points is not None and d.log_start_offsets is not None
+        try:
+            recovery_points = d.recovery_points.read()
+        except Exception as e:  # noqa: BLE001 - a bad checkpoint means recover everything, like Kafka
+            log.warning("Error reading recovery point checkpoint of %s (%s); recovering all logs", d.path, e)
+            recovery_points = {}
+        try:
+            start_offsets = d.log_start_offsets.read()
+        except Exception as e:  # noqa: BLE001
+            log.warning("Error reading log start offset checkpoint of %s (%s)", d.path, e)
+            start_offsets = {}
+        for sub in sorted(d.path.iterdir()):
+            if not sub.is_dir():
+                continue
+            name = sub.name
+            if files.is_delete_dir(name):
+                log.info("Deleting log dir %s marked for deletion", sub)
+                shutil.rmtree(sub, ignore_errors=True)
+                continue
+            if files.is_stray_dir(name) or files.is_future_dir(name):
+                continue
+            tp = files.parse_partition_dir_name(name)
+            if tp is None or tp[0] == METADATA_TOPIC:
+                continue  # the KRaft metadata log is not a LogManager log
+            try:
+                lg = PartitionLog.open(sub, self.config_for(tp[0]), tp[0], tp[1],
+                                       recovery_point=recovery_points.get(tp, 0),
+                                       log_start_offset=start_offsets.get(tp),
+                                       had_clean_shutdown=d.had_clean_shutdown)
+            except Exception:
+                d.all_loaded_ok = False
+                log.exception("Error while loading log dir %s", sub)
+                raise
+            self.logs[tp] = lg
+            self._log_dir_of[tp] = d
+            log.info("Loaded %s: log start %d, log end %d, %d segment(s)", name, lg.log_start_offset,
+                     lg.log_end_offset, len(lg.segments))
+
+    # -- lookups / lifecycle of logs --------------------------------------------------------
+    def get_log(self, topic: str, partition: int) -> PartitionLog | None:
+        return self.logs.get((topic, partition))
+
+    def all_logs(self) -> list[PartitionLog]:
+        return list(self.logs.values())
+
+    def _next_dir(self) -> LogDir:
+        counts = {id(d): 0 for d in self.dirs}
+        for d in self._log_dir_of.values():
+            counts[id(d)] += 1
+        return min(self.dirs, key=lambda d: counts[id(d)])
+
+    def create_log(self, topic: str, partition: int, topic_id: bytes | uuid.UUID | None = None,
+                   config: LogConfig | None = None) -> PartitionLog:
+        """Get or create the log of a partition (in the dir with the fewest logs) and write partition.metadata."""
+        tp = (topic, partition)
+        if config is not None:
+            self.topic_configs[topic] = config
+        raw_id = topic_id.bytes if isinstance(topic_id, uuid.UUID) else topic_id
+        existing = self.logs.get(tp)
+        if existing is not None:
+            if raw_id is not None and existing.topic_id != raw_id:
+                existing.assign_topic_id(raw_id)
+            return existing
+        d = self._next_dir()
+        path = d.path / files.partition_dir_name(topic, partition)
+        lg = PartitionLog.open(path, self.config_for(topic), topic, partition, topic_id=raw_id)
+        self.logs[tp] = lg
+        self._log_dir_of[tp] = d
+        log.info("Created log for partition %s-%d in %s", topic, partition, d.path)
+        return lg
+
+    def delete_log(self, topic: str, partition: int, delay_ms: int | None = None) -> Path | None:
+        """Close the log, rename its dir to `<topic>-<p>.<uuid>-delete` and delete it after file.delete.delay.ms."""
+        tp = (topic, partition)
+        lg = self.logs.pop(tp, None)
+        d = self._log_dir_of.pop(tp, None)
+        if lg is None or d is None:
+            return None
+        lg.close()
+        target = d.path / files.delete_dir_name(topic, partition)
+        os.rename(lg.dir, target)
+        delay = lg.config.file_delete_delay_ms if delay_ms is None else delay_ms
+        self._pending_deletes.append((target, time.monotonic() + delay / 1000))
+        if delay <= 0:
+            self.delete_pending_dirs()
+        # the checkpoints must not name it any more
+        self._checkpoint_dir_recovery(d)
+        self._checkpoint_dir_start(d)
+        return target
+
+    def delete_pending_dirs(self, force: bool = False) -> None:
+        """Remove `-delete` dirs whose delay has passed (call periodically)."""
+        now = time.monotonic()
+        keep = []
+        for path, due in self._pending_deletes:
+            if force or due <= now:
+                shutil.rmtree(path, ignore_errors=True)
+            else:
+                keep.append((path, due))
+        self._pending_deletes = keep
+
+    # -- checkpoints ----------------------------------------------------------------------
+    def _logs_in(self, d: LogDir) -> dict[TopicPartition, PartitionLog]:
+        return {tp: lg for tp, lg in self.logs.items() if self._log_dir_of.get(tp) is d}
+
+    def _checkpoint_dir_recovery(self, d: LogDir) -> None:
+        assert d.recovery_points is not None
+        d.recovery_points.write({tp: lg.recovery_point for tp, lg in self._logs_in(d).items()})
+
+    def _checkpoint_dir_start(self, d: LogDir) -> None:
+        assert d.log_start_offsets is not None
+        d.log_start_offsets.write({tp: lg.log_start_offset for tp, lg in self._logs_in(d).items()
+                                   if lg.log_start_offset > lg.segments[0].base_offset})
+
+    def checkpoint_recovery_points(self) -> None:
+        """Write recovery-point-offset-checkpoint in every dir (Kafka: every 60 s and at shutdown)."""
+        for d in self.dirs:
+            self._checkpoint_dir_recovery(d)
+
+    def checkpoint_log_start_offsets(self) -> None:
+        """Write log-start-offset-checkpoint (only logs whose start is past their first segment's base)."""
+        for d in self.dirs:
+            self._checkpoint_dir_start(d)
+
+    def checkpoint_high_watermarks(self) -> None:
+        """Write replication-offset-checkpoint in every dir that holds partitions (Kafka: every 5 s)."""
+        for d in self.dirs:
+            logs = self._logs_in(d)
+            if not logs:
+                continue  # Kafka leaves it 0 bytes in a dir with no partitions
+            assert d.high_watermarks is not None
+            d.high_watermarks.write({tp: lg.high_watermark for tp, lg in logs.items()})
+
+    def flush_dirty_logs(self, now_ms: int | None = None) -> list[PartitionLog]:
+        """fsync logs whose flush.messages / flush.ms is due (blocking; run it in a thread)."""
+        flushed = []
+        for lg in self.all_logs():
+            if not lg.closed and lg.needs_flush(now_ms):
+                lg.flush()
+                flushed.append(lg)
+        return flushed
+
+    # -- shutdown -------------------------------------------------------------------------
+    def shutdown(self, broker_epoch: int = -1) -> None:
+        """Clean shutdown: flush+close every log (snapshot at LEO, trimmed indexes), checkpoints,
+        `.kafka_cleanshutdown`, then unlock and delete `.lock`."""
+        if not self.started:
+            return
+        self.checkpoint_high_watermarks()
+        for d in self.dirs:
+            logs = self._logs_in(d)
+            for lg in logs.values():
+                lg.flush()
+                lg.close()
+            self._checkpoint_dir_recovery(d)
+            self._checkpoint_dir_start(d)
+            if d.all_loaded_ok:
+                write_clean_shutdown_file(d.path, broker_epoch)
+            d.lock.destroy()
+        self.started = False
+
+    def close_without_cleanup(self) -> None:
+        """Release everything without writing (a crash stand-in for tests)."""
+        for lg in self.all_logs():
+            lg.close_handlers()
+        for d in self.dirs:
+            d.lock.unlock()
+        self.started = False

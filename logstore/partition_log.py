@@ -1,0 +1,746 @@
+"""One partition replica's log (Kafka's UnifiedLog + LocalLog + LogLoader), in one directory.
+
+`PartitionLog.open(...)` loads/recovers an existing dir (or starts an empty one); the broker then calls
+`append_as_leader`, `read`, the offset lookups, `flush` (blocking, run it in a thread) and `close`.
+Everything on disk follows docs/kafka-log-format.md so the dir stays byte-identical to Kafka's.
+"""
+
+from __future__ import annotations
+
+import bisect
+import logging
+import os
+import time
+from dataclasses import dataclass, field
+from enum import Enum
+from pathlib import Path
+from typing import NamedTuple
+
+from odradek.wire.records import (
+    BATCH_OVERHEAD,
+    CorruptRecordError,
+    InvalidRecordError,
+    RecordBatch,
+)
+
+from . import files
+from .config import LONG_MAX, LogConfig
+from .errors import (
+    CorruptRecordError as LogCorruptRecordError,
+)
+from .errors import (
+    InvalidRecordError as LogInvalidRecordError,
+)
+from .errors import (
+    InvalidTimestampError,
+    LogDeletedError,
+    MessageTooLargeError,
+    OffsetOutOfRangeError,
+    RecordBatchTooLargeError,
+)
+from .fileslice import FileSlice
+from .index_base import CorruptIndexError
+from .leader_epoch import LeaderEpochCache
+from .metadata_files import PartitionMetadataFile
+from .producer_state import ProducerStateManager
+from .segment import LogSegment, random_segment_jitter
+
+log = logging.getLogger(__name__)
+
+EARLIEST_TIMESTAMP = -2
+LATEST_TIMESTAMP = -1
+MAX_TIMESTAMP = -3
+EARLIEST_LOCAL_TIMESTAMP = -4
+LATEST_TIERED_TIMESTAMP = -5
+
+_INDEX_SUFFIXES = (files.INDEX_SUFFIX, files.TIME_INDEX_SUFFIX, files.TXN_INDEX_SUFFIX)
+
+
+class AppendOrigin(Enum):
+    """Who is appending: decides which checks apply (Kafka's AppendOrigin)."""
+
+    CLIENT = "client"
+    COORDINATOR = "coordinator"  # group/txn coordinator batches and txn markers built by the broker
+
+
+@dataclass(slots=True)
+class AppendInfo:
+    """What an append did; the produce handler builds its response from it."""
+
+    first_offset: int
+    last_offset: int
+    max_timestamp: int
+    offset_of_max_timestamp: int
+    log_append_time: int  # -1 unless the topic uses LogAppendTime
+    log_start_offset: int
+    num_records: int
+    size_in_bytes: int
+    rolled: bool = False
+
+
+@dataclass(slots=True)
+class FetchData:
+    """Result of `PartitionLog.read`: zero or more file slices to sendfile, plus offsets."""
+
+    slices: list[FileSlice]
+    fetch_offset: int
+    first_batch_offset: int  # base offset of the first batch returned (<= fetch_offset), -1 if none
+    high_watermark: int
+    log_start_offset: int
+    log_end_offset: int
+    first_entry_incomplete: bool = False
+    aborted_transactions: list = field(default_factory=list)
+
+    @property
+    def size(self) -> int:
+        return sum(s.size for s in self.slices)
+
+
+class TimestampAndOffset(NamedTuple):
+    """ListOffsets answer: timestamp (-1 if none), offset, leader epoch (None if unknown)."""
+
+    timestamp: int
+    offset: int
+    leader_epoch: int | None
+
+
+def _now_ms() -> int:
+    return int(time.time() * 1000)
+
+
+class PartitionLog:
+    """The log of one partition: segments, leader-epoch cache, producer state, metadata file.
+
+    Not thread-safe: the broker calls it from one task at a time (fsync via `flush()` may run in a
+    worker thread while appends continue; it only touches already-written data).
+    """
+
+    def __init__(self, dir_: Path, config: LogConfig, topic: str, partition: int) -> None:
+        self.dir = Path(dir_)
+        self.config = config
+        self.topic = topic
+        self.partition = partition
+        self.segments: list[LogSegment] = []
+        self._bases: list[int] = []
+        self.log_start_offset = 0
+        self.log_end_offset = 0
+        self.high_watermark = 0
+        self.recovery_point = 0
+        self.leader_epoch_cache = LeaderEpochCache(self.dir / files.LEADER_EPOCH_CHECKPOINT)
+        self.producer_state = ProducerStateManager(self.dir)
+        self.partition_metadata = PartitionMetadataFile(self.dir)
+        self.topic_id: bytes | None = None
+        self._metadata_dirty = False
+        self.unflushed_messages = 0
+        self.last_flush_ms = _now_ms()
+        self.closed = False
+        self.had_clean_shutdown = True
+
+    # =====================================================================================
+    # construction / loading
+    # =====================================================================================
+    @classmethod
+    def open(cls, dir_: Path, config: LogConfig, topic: str | None = None, partition: int | None = None, *,
+             recovery_point: int = 0, log_start_offset: int | None = None, had_clean_shutdown: bool = True,
+             topic_id: bytes | None = None, now_ms: int | None = None) -> PartitionLog:
+        """Load (and if needed recover) the partition dir, creating it when missing (Kafka's LogLoader).
+
+        `recovery_point`/`log_start_offset` come from the dir's checkpoint files; `had_clean_shutdown`
+        from the `.kafka_cleanshutdown` marker found at startup.
+        """
+        dir_ = Path(dir_)
+        if topic is None or partition is None:
+            parsed = files.parse_partition_dir_name(dir_.name)
+            if parsed is None:
+                raise ValueError(f"cannot parse topic-partition from {dir_}")
+            topic, partition = parsed
+        dir_.mkdir(parents=True, exist_ok=True)
+        self = cls(dir_, config, topic, partition)
+        self.had_clean_shutdown = had_clean_shutdown
+        now = _now_ms() if now_ms is None else now_ms
+        self._load(recovery_point, log_start_offset, had_clean_shutdown, now)
+        if self.partition_metadata.exists():
+            try:
+                self.topic_id = self.partition_metadata.read()
+            except (ValueError, KeyError, OSError) as e:
+                log.warning("Ignoring unreadable %s: %s", self.partition_metadata.path, e)
+        if topic_id is not None:
+            self.assign_topic_id(topic_id)
+        return self
+
+    @property
+    def name(self) -> str:
+        return f"{self.topic}-{self.partition}"
+
+    def assign_topic_id(self, topic_id: bytes) -> None:
+        """Set the topic id and write partition.metadata (Kafka writes it soon after creation)."""
+        topic_id = bytes(topic_id)
+        if self.topic_id == topic_id and self.partition_metadata.exists():
+            return
+        self.topic_id = topic_id
+        self.partition_metadata.write(topic_id)
+        self._metadata_dirty = False
+
+    def _new_segment(self, base_offset: int, now_ms: int | None = None) -> LogSegment:
+        return LogSegment(self.dir, base_offset, self.config, roll_jitter_ms=random_segment_jitter(self.config),
+                          now_ms=now_ms)
+
+    def _set_segments(self, segs: list[LogSegment]) -> None:
+        segs.sort(key=lambda s: s.base_offset)
+        self.segments = segs
+        self._bases = [s.base_offset for s in segs]
+
+    def _remove_temp_files(self) -> list[Path]:
+        """Kafka's LogLoader.removeTempFilesAndCollectSwapFiles: clear .deleted/.cleaned, collect .swap."""
+        swap: list[Path] = []
+        cleaned_min: int | None = None
+        for p in sorted(self.dir.iterdir()):
+            name = p.name
+            if not p.is_file():
+                continue
+            if name.endswith(files.DELETED_SUFFIX):
+                log.info("Deleting stray temporary file %s", p)
+                p.unlink(missing_ok=True)
+            elif name.endswith(files.CLEANED_SUFFIX):
+                off = files.offset_from_file_name(name)
+                cleaned_min = off if cleaned_min is None else min(cleaned_min, off)
+                log.info("Deleting stray temporary file %s", p)
+                p.unlink(missing_ok=True)
+            elif name.endswith(files.SWAP_SUFFIX):
+                swap.append(p)
+        keep = []
+        for p in swap:
+            if cleaned_min is not None and files.offset_from_file_name(p.name) >= cleaned_min:
+                log.info("Deleting invalid swap file %s (cleaner output that was not finished)", p)
+                p.unlink(missing_ok=True)
+            else:
+                keep.append(p)
+        return keep
+
+    def _complete_swaps(self, swaps: list[Path]) -> None:
+        """Finish a cleaner/split swap that was interrupted: replace the old segments with the .swap ones."""
+        for p in swaps:
+            if not p.name.endswith(files.LOG_SUFFIX + files.SWAP_SUFFIX):
+                p.unlink(missing_ok=True)  # index swaps are rebuilt from the swapped-in log
+                continue
+        for p in sorted(self.dir.glob("*" + files.LOG_SUFFIX + files.SWAP_SUFFIX)):
+            base = files.offset_from_file_name(p.name)
+            seg = LogSegment(self.dir, base, self.config, file_suffix=files.SWAP_SUFFIX, create=False)
+            next_offset = seg.read_next_offset()
+            seg.close_handlers()
+            for old in sorted(self.dir.glob("*" + files.LOG_SUFFIX)):
+                ob = files.offset_from_file_name(old.name)
+                if base <= ob < next_offset:
+                    log.info("Deleting segment %d replaced by swap file %s", ob, p)
+                    for suffix in (files.LOG_SUFFIX, *_INDEX_SUFFIXES):
+                        (self.dir / (files.filename_prefix(ob) + suffix)).unlink(missing_ok=True)
+            for suffix in _INDEX_SUFFIXES:
+                (self.dir / (files.filename_prefix(base) + suffix)).unlink(missing_ok=True)
+            os.rename(p, files.log_file(self.dir, base))
+            log.info("Completed swap of %s", p)
+
+    def _load(self, recovery_point: int, log_start_checkpoint: int | None, clean: bool, now: int) -> None:
+        swaps = self._remove_temp_files()
+        if swaps:
+            self._complete_swaps(swaps)
+        # orphaned index files (no .log) are deleted
+        logs = {files.offset_from_file_name(p.name) for p in self.dir.glob("*" + files.LOG_SUFFIX)}
+        for p in list(self.dir.iterdir()):
+            if p.name.endswith(_INDEX_SUFFIXES) and p.name[:20].isdigit():
+                if files.offset_from_file_name(p.name) not in logs:
+                    log.warning("Found an orphaned index file %s, with no corresponding log file.", p)
+                    p.unlink(missing_ok=True)
+        segs: list[LogSegment] = []
+        to_recover: list[LogSegment] = []
+        for base in sorted(logs):
+            seg = LogSegment(self.dir, base, self.config, roll_jitter_ms=random_segment_jitter(self.config),
+                             now_ms=now, create=False)
+            try:
+                seg.sanity_check()
+            except FileNotFoundError as e:
+                log.error("Could not find index file corresponding to log file %s (%s), recovering segment "
+                          "and rebuilding index files...", seg.log_path, e)
+                to_recover.append(seg)
+            except CorruptIndexError as e:
+                log.error("Found a corrupted index file corresponding to log file %s due to %s, recovering "
+                          "segment and rebuilding index files...", seg.log_path, e)
+                to_recover.append(seg)
+            segs.append(seg)
+        self._set_segments(segs)
+        self.log_start_offset = log_start_checkpoint if log_start_checkpoint is not None else (
+            segs[0].base_offset if segs else 0)
+        if segs and log_start_checkpoint is not None:
+            self.log_start_offset = max(log_start_checkpoint, segs[0].base_offset)
+        for seg in to_recover:
+            self._recover_segment(seg)
+
+        if not clean:
+            floor = self._floor_index(recovery_point)
+            start = max(floor, 0)
+            i = start
+            while i < len(self.segments):
+                seg = self.segments[i]
+                log.info("Recovering unflushed segment %d in %s", seg.base_offset, self.dir)
+                truncated = self._recover_segment(seg) if seg not in to_recover else 0
+                if truncated > 0:
+                    later = self.segments[i + 1:]
+                    log.warning("Corruption found in segment %d of %s, truncating to offset %d; deleting %d "
+                                "later segment(s)", seg.base_offset, self.dir, seg.read_next_offset(), len(later))
+                    for s in later:
+                        s.delete_files()
+                    self._set_segments(self.segments[: i + 1])
+                    break
+                i += 1
+
+        if self.segments:
+            leo = self.segments[-1].read_next_offset()
+            if leo < self.log_start_offset:
+                log.warning("Deleting all segments of %s because log end offset %d is below the log start "
+                            "offset %d", self.dir, leo, self.log_start_offset)
+                for s in self.segments:
+                    s.delete_files()
+                self._set_segments([])
+        if not self.segments:
+            self._set_segments([self._new_segment(self.log_start_offset, now)])
+        active = self.segments[-1]
+        active.resize_indexes(self.config.segment_index_bytes)
+        self.log_end_offset = active.read_next_offset()
+        self.leader_epoch_cache.truncate_from_end(self.log_end_offset)
+        self.leader_epoch_cache.truncate_from_start(self.log_start_offset)
+        self.producer_state.remove_stray_snapshots(self._bases)
+        self._rebuild_producer_state(self.producer_state, self.log_end_offset, clean)
+        self.recovery_point = self.log_end_offset if clean else min(recovery_point, self.log_end_offset)
+        self.high_watermark = self.log_end_offset
+
+    def _floor_index(self, offset: int) -> int:
+        return bisect.bisect_right(self._bases, offset) - 1
+
+    def _recover_segment(self, seg: LogSegment) -> int:
+        """Kafka's LogLoader.recoverSegment: producer state up to the segment, rebuild, snapshot."""
+        psm = ProducerStateManager(self.dir)
+        self._rebuild_producer_state(psm, seg.base_offset, False)
+        cache = self.leader_epoch_cache
+
+        def on_batch(batch: RecordBatch) -> None:
+            h = batch.header()
+            ple = h.partition_leader_epoch
+            latest = cache.latest_epoch
+            if ple >= 0 and (latest is None or ple > latest):
+                cache.assign(ple, h.base_offset)
+            last = h.base_offset + h.last_offset_delta
+            if h.producer_id >= 0:
+                psm.update_from_batch(h.producer_id, h.producer_epoch, h.base_sequence, h.base_offset, last,
+                                      h.max_timestamp, bool(h.attributes & 0x10), bool(h.attributes & 0x20))
+            psm.update_map_end_offset(last + 1)
+
+        truncated = seg.recover(on_batch)
+        psm.take_snapshot(sync=False)
+        return truncated
+
+    def _rebuild_producer_state(self, psm: ProducerStateManager, last_offset: int, clean: bool) -> None:
+        """Kafka's UnifiedLog.rebuildProducerState (map is only filled for idempotent producers)."""
+        segs = [s for s in self.segments if s.base_offset <= last_offset]
+        to_snapshot: list[int] = []
+        if self.segments:
+            if len(self.segments) >= 2:
+                to_snapshot.append(self.segments[-2].base_offset)
+            to_snapshot.append(self.segments[-1].base_offset)
+        to_snapshot.append(last_offset)
+        if psm.latest_snapshot_offset() is None and clean:
+            # empty snapshots at the last two segment bases and the LEO avoid a full scan
+            for off in to_snapshot:
+                psm.update_map_end_offset(off)
+                psm.take_snapshot(sync=False)
+        empty_before = not psm.producers and psm.last_map_offset >= last_offset
+        for off in psm.snapshot_offsets():
+            if off > last_offset or off <= self.log_start_offset:
+                files.snapshot_file(self.dir, off).unlink(missing_ok=True)
+        if last_offset != psm.last_map_offset:
+            psm.load_from_snapshot(self.log_start_offset, last_offset)
+        if last_offset > psm.last_map_offset and not empty_before:
+            for seg in segs:
+                seg_end_hint = self._bases[self._bases.index(seg.base_offset) + 1] if seg is not self.segments[-1] \
+                    else 2**63 - 1
+                if seg_end_hint <= psm.last_map_offset:
+                    continue
+                start = max(seg.base_offset, psm.last_map_offset, self.log_start_offset)
+                psm.update_map_end_offset(start)
+                if seg.base_offset in to_snapshot:
+                    psm.take_snapshot(sync=False)
+                found = seg.translate_offset(start)
+                if found is None:
+                    continue
+                for _pos, h in seg.iter_headers(found.position):
+                    if h.base_offset >= last_offset:
+                        break
+                    last = h.base_offset + h.last_offset_delta
+                    if h.producer_id >= 0:
+                        psm.update_from_batch(h.producer_id, h.producer_epoch, h.base_sequence, h.base_offset,
+                                              last, h.max_timestamp, bool(h.attributes & 0x10),
+                                              bool(h.attributes & 0x20))
+        psm.update_map_end_offset(last_offset)
+        psm.take_snapshot(sync=False)
+
+    # =====================================================================================
+    # append
+    # =====================================================================================
+    @property
+    def active_segment(self) -> LogSegment:
+        return self.segments[-1]
+
+    def become_leader(self, leader_epoch: int) -> None:
+        """Record the start of a leader epoch at the current LEO (Kafka: Partition.makeLeader)."""
+        self.leader_epoch_cache.assign(leader_epoch, self.log_end_offset)
+
+    def append_as_leader(self, batch: bytearray | memoryview, leader_epoch: int, now_ms: int | None = None,
+                         origin: AppendOrigin = AppendOrigin.CLIENT) -> AppendInfo:
+        """Validate one v2 batch, patch it in place (base offset, leader epoch, max timestamp) and append.
+
+        `batch` must be writable (bytearray / writable memoryview); it is modified in place and
+        written with one pwrite. Errors: CorruptRecordError (CORRUPT_MESSAGE), InvalidRecordError
+        (INVALID_RECORD), MessageTooLargeError (MESSAGE_TOO_LARGE), RecordBatchTooLargeError
+        (RECORD_LIST_TOO_LARGE), InvalidTimestampError (INVALID_TIMESTAMP) — all from
+        `odradek.logstore.errors`.
+        """
+        if self.closed:
+            raise LogDeletedError(f"log {self.name} is closed")
+        now = _now_ms() if now_ms is None else now_ms
+        view = memoryview(batch)
+        if view.readonly:
+            raise TypeError("append_as_leader needs a writable buffer (bytearray or writable memoryview)")
+        cfg = self.config
+        size = len(view)
+        try:
+            rb = RecordBatch(view)
+            if len(rb) != size:
+                raise LogCorruptRecordError(
+                    f"produce data holds {size} bytes but its first batch is {len(rb)} bytes "
+                    "(only one batch per partition is allowed)")
+            if size > cfg.max_message_bytes:
+                raise MessageTooLargeError(
+                    f"The record batch size in the append to {self.name} is {size} bytes which exceeds the "
+                    f"maximum configured value of {cfg.max_message_bytes}.")
+            if origin is AppendOrigin.CLIENT:
+                rb.validate_client_batch()
+                if rb.base_offset != 0:
+                    raise LogInvalidRecordError(
+                        f"The baseOffset of the record batch in the append to {self.name} should be 0, "
+                        f"but it is {rb.base_offset}")
+            else:
+                rb.ensure_valid()
+            h = rb.header()
+            log_append_time = cfg.log_append_time
+            summary = rb.scan_records(max(cfg.max_message_bytes * 64, 64 * 1024 * 1024)) if (
+                not log_append_time or cfg.compact) else None
+        except (LogCorruptRecordError, LogInvalidRecordError, MessageTooLargeError):
+            raise
+        except InvalidRecordError as e:  # subclass of the wire CorruptRecordError: check it first
+            raise LogInvalidRecordError(str(e)) from e
+        except CorruptRecordError as e:
+            raise LogCorruptRecordError(str(e)) from e
+        if summary is not None:
+            if summary.record_count != h.record_count:
+                raise LogInvalidRecordError(f"batch declares {h.record_count} records but holds {summary.record_count}")
+            if not summary.offsets_consecutive and origin is AppendOrigin.CLIENT:
+                # Kafka would rebuild (and recompress) such a batch; its bytes could not match Kafka's anyway
+                raise LogInvalidRecordError("record offset deltas of the batch are not 0..count-1")
+            if cfg.compact and summary.has_null_key and not h.attributes & 0x20:
+                raise LogInvalidRecordError(
+                    f"Compacted topic cannot accept message without key in topic partition {self.name}.")
+        if size > cfg.segment_bytes:
+            raise RecordBatchTooLargeError(
+                f"Message batch size is {size} bytes in append to partition {self.name} which exceeds the "
+                f"maximum configured segment size of {cfg.segment_bytes}.")
+
+        # -- timestamps (LogValidator, in place) ---------------------------------------
+        if log_append_time:
+            rb.set_max_timestamp(now, True)
+            max_ts = now
+            append_time = now
+        else:
+            max_ts = summary.max_timestamp if summary is not None else h.max_timestamp
+            if (cfg.message_timestamp_before_max_ms != LONG_MAX or cfg.message_timestamp_after_max_ms != LONG_MAX) \
+                    and summary is not None and summary.record_count > 0 and origin is AppendOrigin.CLIENT:
+                if now - summary.min_timestamp > cfg.message_timestamp_before_max_ms:
+                    raise InvalidTimestampError(
+                        f"Timestamp {summary.min_timestamp} of message is out of range. The timestamp should be "
+                        f"within [{now - cfg.message_timestamp_before_max_ms}, "
+                        f"{now + cfg.message_timestamp_after_max_ms}]")
+                if summary.max_timestamp - now > cfg.message_timestamp_after_max_ms:
+                    raise InvalidTimestampError(
+                        f"Timestamp {summary.max_timestamp} of message is out of range. The timestamp should be "
+                        f"within [{now - cfg.message_timestamp_before_max_ms}, "
+                        f"{now + cfg.message_timestamp_after_max_ms}]")
+            # only rewrites (and re-CRCs) when the client's header was wrong
+            rb.set_max_timestamp(max_ts, False)
+            append_time = -1
+
+        # -- offsets / epoch (not CRC-covered) -------------------------------------------
+        first = self.log_end_offset
+        last = first + h.record_count - 1 if h.record_count > 0 else first + h.last_offset_delta
+        rb.set_last_offset(last)
+        first = last - h.last_offset_delta
+        rb.set_partition_leader_epoch(leader_epoch)
+        return self._append_validated(view, first, last, max_ts, append_time, h, leader_epoch, now)
+
+    def _append_validated(self, view: memoryview, first: int, last: int, max_ts: int, append_time: int, h,
+                          leader_epoch: int, now: int) -> AppendInfo:
+        size = len(view)
+        rolled = False
+        seg = self.segments[-1]
+        if seg.should_roll(size, max_ts, last, now):
+            self.roll(first, now)
+            seg = self.segments[-1]
+            rolled = True
+        if leader_epoch >= 0:
+            self.leader_epoch_cache.assign(leader_epoch, first)
+        if self._metadata_dirty and self.topic_id is not None:
+            self.partition_metadata.write(self.topic_id)
+            self._metadata_dirty = False
+        seg.append(last, max_ts, last, view)
+        if h.producer_id >= 0:
+            self.producer_state.update_from_batch(h.producer_id, h.producer_epoch, h.base_sequence, first, last,
+                                                  max_ts, bool(h.attributes & 0x10), bool(h.attributes & 0x20))
+        self.log_end_offset = last + 1
+        self.producer_state.update_map_end_offset(self.log_end_offset)
+        # single node: everything appended is replicated
+        self.high_watermark = self.log_end_offset
+        self.unflushed_messages += last - first + 1
+        return AppendInfo(first, last, max_ts, last, append_time, self.log_start_offset, h.record_count, size,
+                          rolled)
+
+    def append_as_coordinator(self, batch: bytearray | memoryview, leader_epoch: int,
+                              now_ms: int | None = None) -> AppendInfo:
+        """Append a broker-built batch (group/txn coordinator records, txn markers): same path, control
+        batches allowed, no client-only checks."""
+        return self.append_as_leader(batch, leader_epoch, now_ms, AppendOrigin.COORDINATOR)
+
+    def needs_flush(self, now_ms: int | None = None) -> bool:
+        """True when log.flush.interval.messages/ms say the server should call `flush()`."""
+        cfg = self.config
+        if self.unflushed_messages >= cfg.flush_interval_messages:
+            return True
+        if cfg.flush_interval_ms != LONG_MAX and self.log_end_offset > self.recovery_point:
+            now = _now_ms() if now_ms is None else now_ms
+            return now - self.last_flush_ms >= cfg.flush_interval_ms
+        return False
+
+    # =====================================================================================
+    # roll
+    # =====================================================================================
+    def roll(self, expected_next_offset: int | None = None, now_ms: int | None = None) -> LogSegment:
+        """Start a new active segment at max(expected_next_offset, LEO) (Kafka's UnifiedLog.roll)."""
+        new_offset = max(expected_next_offset or 0, self.log_end_offset)
+        active = self.segments[-1]
+        if new_offset == active.base_offset:
+            if active.size == 0:
+                log.warning("Trying to roll a new log segment with start offset %d while it already exists and "
+                            "is active with size 0; replacing it", new_offset)
+                active.delete_files()
+                self._set_segments(self.segments[:-1])
+            else:
+                raise RuntimeError(f"Trying to roll a new log segment for {self.name} with start offset "
+                                   f"{new_offset} that already exists")
+        elif new_offset < active.base_offset:
+            raise RuntimeError(f"Trying to roll a new log segment for {self.name} with start offset {new_offset} "
+                               f"lower than the active segment's base offset {active.base_offset}")
+        for p in (files.log_file(self.dir, new_offset), files.index_file(self.dir, new_offset),
+                  files.time_index_file(self.dir, new_offset), files.txn_index_file(self.dir, new_offset)):
+            if p.exists():
+                log.warning("Newly rolled segment file %s already exists; deleting it first", p)
+                p.unlink()
+        if self.segments:
+            self.segments[-1].on_become_inactive()
+        seg = self._new_segment(new_offset, now_ms)
+        self._set_segments([*self.segments, seg])
+        # producer snapshot named after the new segment: recovery can start from it
+        self.producer_state.update_map_end_offset(new_offset)
+        self.producer_state.take_snapshot(sync=False)
+        self.producer_state.update_map_end_offset(self.log_end_offset)
+        log.info("Rolled new log segment at offset %d for %s", new_offset, self.name)
+        return seg
+
+    # =====================================================================================
+    # read
+    # =====================================================================================
+    def read(self, fetch_offset: int, max_bytes: int, max_offset: int | None = None,
+             min_one_message: bool = True) -> FetchData:
+        """File slices starting at the batch that holds `fetch_offset` (a whole batch even if the offset
+        is in its middle), up to `max_bytes` (at least one batch if `min_one_message`), never past
+        `max_offset` (exclusive; e.g. the high watermark). OffsetOutOfRangeError outside [start, LEO].
+        """
+        if self.closed:
+            raise LogDeletedError(f"log {self.name} is closed")
+        leo = self.log_end_offset
+        if fetch_offset < self.log_start_offset or fetch_offset > leo:
+            raise OffsetOutOfRangeError(fetch_offset, self.log_start_offset, leo, self.name)
+        limit = leo if max_offset is None else min(max_offset, leo)
+
+        def empty() -> FetchData:
+            return FetchData([], fetch_offset, -1, self.high_watermark, self.log_start_offset, leo)
+
+        if fetch_offset >= limit:
+            return empty()
+        i = max(self._floor_index(fetch_offset), 0)
+        # position bound for max_offset: start of the batch holding it, in the segment holding it
+        li = self._floor_index(limit)
+        limit_pos: int | None = None
+        if limit < leo and li >= 0:
+            found = self.segments[li].translate_offset(limit)
+            limit_pos = found.position if found is not None else self.segments[li].size
+        while i < len(self.segments):
+            seg = self.segments[i]
+            max_pos = limit_pos if (i == li and limit_pos is not None) else None
+            if i > li >= 0 and limit < leo:
+                break
+            info = seg.read(fetch_offset, max_bytes, max_pos, min_one_message)
+            if info is not None:
+                slices = [info.slice] if info.slice.size > 0 else []
+                return FetchData(slices, fetch_offset, info.first_batch_base_offset, self.high_watermark,
+                                 self.log_start_offset, leo, info.first_entry_incomplete)
+            i += 1
+        return empty()
+
+    # =====================================================================================
+    # offsets by timestamp
+    # =====================================================================================
+    def epoch_for_offset(self, offset: int) -> int | None:
+        epoch = None
+        for e, start in self.leader_epoch_cache.entries:
+            if start <= offset:
+                epoch = e
+            else:
+                break
+        return epoch
+
+    def fetch_offset_by_timestamp(self, target_timestamp: int) -> TimestampAndOffset | None:
+        """ListOffsets semantics: -2 earliest, -1 latest, -3 max timestamp, -4 earliest local,
+        -5 latest tiered, else the first record with timestamp >= target (None if there is none)."""
+        if target_timestamp in (EARLIEST_TIMESTAMP, EARLIEST_LOCAL_TIMESTAMP):
+            return TimestampAndOffset(-1, self.log_start_offset, self.epoch_for_offset(self.log_start_offset))
+        if target_timestamp == LATEST_TIMESTAMP:
+            return TimestampAndOffset(-1, self.log_end_offset, self.leader_epoch_cache.latest_epoch)
+        if target_timestamp == LATEST_TIERED_TIMESTAMP:
+            return TimestampAndOffset(-1, -1, None)
+        if target_timestamp == MAX_TIMESTAMP:
+            return self._max_timestamp_offset()
+        for seg in self.segments:
+            if seg.largest_timestamp >= target_timestamp:
+                found = seg.find_offset_by_timestamp(target_timestamp, self.log_start_offset)
+                if found is not None:
+                    ts, off = found
+                    return TimestampAndOffset(ts, off, self.epoch_for_offset(off))
+        return None
+
+    def _max_timestamp_offset(self) -> TimestampAndOffset:
+        best: LogSegment | None = None
+        for seg in self.segments:
+            if best is None or seg.max_timestamp_so_far > best.max_timestamp_so_far:
+                best = seg
+        if best is None or best.max_timestamp_so_far < 0:
+            return TimestampAndOffset(-1, -1, None)
+        ts = best.max_timestamp_so_far
+        _o, pos = best.offset_index.lookup(best.offset_of_max_timestamp_so_far)
+        for p, h in best.iter_headers(pos):
+            if h.max_timestamp == ts:
+                batch = best.read_batch_at(p, h.batch_length + 12)
+                if h.attributes & 0x08:
+                    off = h.base_offset
+                else:
+                    off = h.base_offset + h.last_offset_delta
+                    for r in batch.records():
+                        if r.timestamp == ts:
+                            off = r.offset
+                            break
+                return TimestampAndOffset(ts, off, self.epoch_for_offset(off))
+        return TimestampAndOffset(-1, -1, None)
+
+    # =====================================================================================
+    # retention / truncation
+    # =====================================================================================
+    def delete_records_before(self, offset: int) -> int:
+        """DeleteRecords: move the log start offset to `offset` (<= high watermark) and drop whole
+        segments below it. Returns the new log start offset."""
+        if offset > self.high_watermark:
+            raise OffsetOutOfRangeError(offset, self.log_start_offset, self.high_watermark, self.name)
+        if offset <= self.log_start_offset:
+            return self.log_start_offset
+        self.log_start_offset = offset
+        self.leader_epoch_cache.truncate_from_start(offset)
+        # delete segments wholly below the new start (the active one stays; roll first if it is empty)
+        keep_from = 0
+        for i in range(len(self.segments) - 1):
+            if self.segments[i + 1].base_offset <= offset:
+                keep_from = i + 1
+        if keep_from:
+            if keep_from >= len(self.segments):
+                keep_from = len(self.segments) - 1
+            for s in self.segments[:keep_from]:
+                s.change_file_suffixes("", files.DELETED_SUFFIX)
+                s.delete_files()
+            self._set_segments(self.segments[keep_from:])
+        self.producer_state.delete_snapshots_before(self.segments[0].base_offset)
+        return self.log_start_offset
+
+    # =====================================================================================
+    # flush / close
+    # =====================================================================================
+    def flush(self, up_to: int | None = None) -> int:
+        """fsync every segment with data below `up_to` (default: the LEO) and advance the recovery point.
+
+        Blocking: the server runs it in a worker thread. Returns the new recovery point.
+        """
+        target = self.log_end_offset if up_to is None else min(up_to, self.log_end_offset)
+        if target <= self.recovery_point:
+            return self.recovery_point
+        for i, seg in enumerate(list(self.segments)):
+            nxt = self.segments[i + 1].base_offset if i + 1 < len(self.segments) else self.log_end_offset
+            if nxt > self.recovery_point and seg.base_offset < target:
+                seg.flush()
+        for off in self.producer_state.snapshot_offsets():
+            if self.recovery_point < off <= target:
+                self.producer_state.flush_snapshot(off)
+        self.recovery_point = target
+        self.unflushed_messages = 0
+        self.last_flush_ms = _now_ms()
+        return target
+
+    def close(self) -> None:
+        """Clean close: snapshot at the LEO, final time-index entry, trimmed indexes (Kafka's UnifiedLog.close)."""
+        if self.closed:
+            return
+        if self.topic_id is not None and not self.partition_metadata.exists():
+            self.partition_metadata.write(self.topic_id)
+        self.producer_state.update_map_end_offset(self.log_end_offset)
+        self.producer_state.take_snapshot(sync=True)
+        for seg in self.segments:
+            seg.close()
+        self.closed = True
+
+    def close_handlers(self) -> None:
+        """Drop file handles without writing anything (crash simulation, failed dirs)."""
+        for seg in self.segments:
+            seg.close_handlers()
+        self.closed = True
+
+    def delete_all_files(self) -> None:
+        for seg in self.segments:
+            seg.delete_files()
+        self.closed = True
+
+    def size_in_bytes(self) -> int:
+        return sum(s.size for s in self.segments)
+
+    def __repr__(self) -> str:
+        return (f"PartitionLog({self.name}, start={self.log_start_offset}, leo={self.log_end_offset}, "
+                f"segments={len(self.segments)})")
+
+
+__all__ = [
+    "BATCH_OVERHEAD",
+    "AppendInfo",
+    "AppendOrigin",
+    "FetchData",
+    "PartitionLog",
+    "TimestampAndOffset",
+]

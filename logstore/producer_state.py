@@ -1,0 +1,290 @@
+"""Producer state and its `<offset>.snapshot` files (Kafka's ProducerStateManager).
+
+The file format, entry order (java.util.HashMap iteration order) and the snapshot timing (at every
+roll and at clean close, 10-byte files when there are no producers) are implemented here. The
+idempotence/transaction checks that fill the map come later; `update_from_batch` keeps the map
+shaped like Kafka's so that can be added without touching the log code.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import struct
+from collections import deque
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import crc32c
+
+from . import files
+from .java_hash import hashmap_order, long_hash
+
+log = logging.getLogger(__name__)
+
+SNAPSHOT_VERSION = 1
+_HEADER = struct.Struct(">hIi")  # version, crc (uint32), entry count
+_ENTRY = struct.Struct(">qhiqiqiq")  # 46 bytes
+NUM_BATCHES_TO_RETAIN = 5
+NO_SEQUENCE = -1
+
+
+class CorruptSnapshotError(Exception):
+    """A producer snapshot has an unknown version, a bad CRC or a bad length."""
+
+
+@dataclass(slots=True)
+class BatchMetadata:
+    """What Kafka remembers of one of a producer's recent batches."""
+
+    last_seq: int
+    last_offset: int
+    offset_delta: int
+    timestamp: int
+
+    @property
+    def first_seq(self) -> int:
+        # Sequence numbers wrap at Int.MAX_VALUE.
+        s = self.last_seq - self.offset_delta
+        return s + 2**31 if s < 0 else s
+
+    @property
+    def first_offset(self) -> int:
+        return self.last_offset - self.offset_delta
+
+
+@dataclass(slots=True)
+class ProducerStateEntry:
+    """State of one producer id: epoch, recent batches, open transaction."""
+
+    producer_id: int
+    producer_epoch: int = -1
+    coordinator_epoch: int = -1
+    last_timestamp: int = -1
+    current_txn_first_offset: int | None = None
+    batch_metadata: deque[BatchMetadata] = field(default_factory=lambda: deque(maxlen=NUM_BATCHES_TO_RETAIN))
+
+    @property
+    def last_seq(self) -> int:
+        return self.batch_metadata[-1].last_seq if self.batch_metadata else NO_SEQUENCE
+
+    @property
+    def last_data_offset(self) -> int:
+        return self.batch_metadata[-1].last_offset if self.batch_metadata else -1
+
+
+def write_snapshot(path: Path, entries: list[ProducerStateEntry], sync: bool = False) -> None:
+    """Write a snapshot file with `entries` in the given order (one write; no .tmp, like Kafka)."""
+    body = bytearray(4 + _ENTRY.size * len(entries))
+    struct.pack_into(">i", body, 0, len(entries))
+    pos = 4
+    for e in entries:
+        if e.batch_metadata:
+            b = e.batch_metadata[-1]
+            last_seq, last_off, delta = b.last_seq, b.last_offset, b.offset_delta
+        else:
+            last_seq, last_off, delta = NO_SEQUENCE, -1, 0
+        txn = -1 if e.current_txn_first_offset is None else e.current_txn_first_offset
+        _ENTRY.pack_into(body, pos, e.producer_id, e.producer_epoch, last_seq, last_off, delta,
+                         e.last_timestamp, e.coordinator_epoch, txn)
+        pos += _ENTRY.size
+    data = struct.pack(">hI", SNAPSHOT_VERSION, crc32c.crc32c(body)) + bytes(body)
+    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
+    try:
+        os.write(fd, data)
+        if sync:
+            os.fsync(fd)
+    finally:
+        os.close(fd)
+
+
+def read_snapshot(path: Path) -> list[ProducerStateEntry]:
+    """Entries of a snapshot file in file order; CorruptSnapshotError if it does not check out."""
+    data = Path(path).read_bytes()
+    if len(data) < _HEADER.size:
+        raise CorruptSnapshotError(f"Snapshot {path} is too short ({len(data)} bytes)")
+    version, crc, count = _HEADER.unpack_from(data, 0)
+    if version != SNAPSHOT_VERSION:
+        raise CorruptSnapshotError(f"Snapshot contained an unknown file version {version}")
+    computed = crc32c.crc32c(data[6:])
+    if computed != crc:
+        raise CorruptSnapshotError(
+            f"Snapshot is corrupt (CRC is no longer valid). Stored crc: {crc}. Computed crc: {computed}"
+        )
+    if count < 0 or len(data) != _HEADER.size + count * _ENTRY.size:
+        raise CorruptSnapshotError(f"Snapshot {path} has {count} entries but {len(data)} bytes")
+    out = []
+    for i in range(count):
+        pid, epoch, last_seq, last_off, delta, ts, coord, txn = _ENTRY.unpack_from(data, 10 + i * _ENTRY.size)
+        e = ProducerStateEntry(pid, epoch, coord, ts, None if txn < 0 else txn)
+        if last_off >= 0:
+            e.batch_metadata.append(BatchMetadata(last_seq, last_off, delta, ts))
+        out.append(e)
+    return out
+
+
+class ProducerStateManager:
+    """Map of producer id -> ProducerStateEntry plus the snapshot files of one partition dir.
+
+    `last_map_offset` is the offset the map is up to date with (exclusive); a snapshot is written at
+    that offset only when it is newer than the last one written (so a new log has no 0.snapshot).
+    """
+
+    def __init__(self, dir_: Path) -> None:
+        self.dir = Path(dir_)
+        # insertion-ordered; Kafka's HashMap order is derived at snapshot time
+        self.producers: dict[int, ProducerStateEntry] = {}
+        self._max_size_ever = 0
+        self.last_map_offset = 0
+        self.last_snap_offset = 0
+        self.ongoing_txns: dict[int, int] = {}  # first offset -> producer id
+
+    # -- map ------------------------------------------------------------------------------
+    def put(self, entry: ProducerStateEntry) -> None:
+        if entry.producer_id not in self.producers:
+            self.producers[entry.producer_id] = entry
+            self._max_size_ever = max(self._max_size_ever, len(self.producers))
+        else:
+            self.producers[entry.producer_id] = entry
+
+    def remove(self, producer_id: int) -> None:
+        self.producers.pop(producer_id, None)
+
+    def clear(self) -> None:
+        # A java HashMap keeps its table size after clear(); so do we (it decides the snapshot order).
+        self.producers.clear()
+        self.ongoing_txns.clear()
+
+    def entries_in_kafka_order(self) -> list[ProducerStateEntry]:
+        """Entries in java.util.HashMap<Long, ...> iteration order (what Kafka's snapshot contains)."""
+        return hashmap_order(list(self.producers.values()), lambda e: long_hash(e.producer_id),
+                             max_size_ever=self._max_size_ever)
+
+    def update_from_batch(self, producer_id: int, producer_epoch: int, base_sequence: int,
+                          first_offset: int, last_offset: int, max_timestamp: int,
+                          is_transactional: bool, is_control: bool) -> None:
+        """Record a batch of an idempotent/transactional producer (no sequence validation yet)."""
+        if producer_id < 0:
+            return
+        entry = self.producers.get(producer_id)
+        if entry is None:
+            entry = ProducerStateEntry(producer_id)
+            self.put(entry)
+        if producer_epoch != entry.producer_epoch:
+            entry.batch_metadata.clear()
+            entry.producer_epoch = producer_epoch
+        entry.last_timestamp = max_timestamp
+        if is_control:
+            # a transaction marker ends the producer's open transaction
+            if entry.current_txn_first_offset is not None:
+                self.ongoing_txns.pop(entry.current_txn_first_offset, None)
+            entry.current_txn_first_offset = None
+            return
+        delta = last_offset - first_offset
+        last_seq = NO_SEQUENCE if base_sequence < 0 else (base_sequence + delta) % 2**31
+        entry.batch_metadata.append(BatchMetadata(last_seq, last_offset, delta, max_timestamp))
+        if is_transactional and entry.current_txn_first_offset is None:
+            entry.current_txn_first_offset = first_offset
+            self.ongoing_txns[first_offset] = producer_id
+
+    def update_map_end_offset(self, offset: int) -> None:
+        self.last_map_offset = offset
+
+    # -- snapshots ------------------------------------------------------------------------
+    def snapshot_offsets(self) -> list[int]:
+        """Offsets of the `.snapshot` files on disk, ascending."""
+        out = []
+        try:
+            names = os.listdir(self.dir)
+        except FileNotFoundError:
+            return []
+        for name in names:
+            if name.endswith(files.SNAPSHOT_SUFFIX):
+                try:
+                    out.append(files.offset_from_file_name(name))
+                except ValueError:
+                    continue
+        return sorted(out)
+
+    def latest_snapshot_offset(self) -> int | None:
+        offs = self.snapshot_offsets()
+        return offs[-1] if offs else None
+
+    def oldest_snapshot_offset(self) -> int | None:
+        offs = self.snapshot_offsets()
+        return offs[0] if offs else None
+
+    def take_snapshot(self, sync: bool = True) -> Path | None:
+        """Write `<last_map_offset>.snapshot` if it is newer than the last one written."""
+        if self.last_map_offset <= self.last_snap_offset:
+            return None
+        path = files.snapshot_file(self.dir, self.last_map_offset)
+        write_snapshot(path, self.entries_in_kafka_order(), sync)
+        self.last_snap_offset = self.last_map_offset
+        return path
+
+    def load_from_snapshot(self, log_start_offset: int, up_to: int) -> None:
+        """Load the newest valid snapshot at or below `up_to` (corrupt ones are deleted, like Kafka)."""
+        self.clear()
+        for off in reversed(self.snapshot_offsets()):
+            if off > up_to:
+                continue
+            path = files.snapshot_file(self.dir, off)
+            try:
+                entries = read_snapshot(path)
+            except CorruptSnapshotError as e:
+                log.warning("Failed to load producer snapshot %s (%s); deleting it", path, e)
+                path.unlink(missing_ok=True)
+                continue
+            for e in entries:
+                self.put(e)
+                if e.current_txn_first_offset is not None:
+                    self.ongoing_txns[e.current_txn_first_offset] = e.producer_id
+            self.last_map_offset = off
+            self.last_snap_offset = off
+            return
+        self.last_map_offset = log_start_offset
+        self.last_snap_offset = log_start_offset
+
+    def truncate_and_reload(self, log_start_offset: int, log_end_offset: int) -> None:
+        """Delete snapshots outside [log_start, log_end] and reload the newest remaining one."""
+        for off in self.snapshot_offsets():
+            if off < log_start_offset or off > log_end_offset:
+                files.snapshot_file(self.dir, off).unlink(missing_ok=True)
+        self.load_from_snapshot(log_start_offset, log_end_offset)
+
+    def delete_snapshots_before(self, offset: int) -> None:
+        for off in self.snapshot_offsets():
+            if off < offset:
+                files.snapshot_file(self.dir, off).unlink(missing_ok=True)
+
+    def delete_snapshots_from(self, offset: int) -> None:
+        for off in self.snapshot_offsets():
+            if off >= offset:
+                files.snapshot_file(self.dir, off).unlink(missing_ok=True)
+
+    def remove_stray_snapshots(self, segment_base_offsets: list[int]) -> None:
+        """Keep snapshots at segment base offsets, plus the newest other one above the last segment.
+
+        That is Kafka's LogLoader rule (a snapshot at the LEO written on clean close survives).
+        """
+        bases = set(segment_base_offsets)
+        last_base = max(segment_base_offsets) if segment_base_offsets else -1
+        strays = [o for o in self.snapshot_offsets() if o not in bases]
+        newest = max(strays) if strays else None
+        for off in strays:
+            if off == newest and off > last_base:
+                continue
+            files.snapshot_file(self.dir, off).unlink(missing_ok=True)
+
+    def flush_snapshot(self, offset: int) -> None:
+        """fsync a snapshot written without sync (Kafka does this from the scheduler after a roll)."""
+        path = files.snapshot_file(self.dir, offset)
+        try:
+            fd = os.open(path, os.O_RDONLY)
+        except FileNotFoundError:
+            return
+        try:
+            os.fsync(fd)
+        finally:
+            os.close(fd)
