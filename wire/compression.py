@@ -312,11 +312,9 @@ def _lz4_decompress(data: Buffer, max_size: int, check_header_checksum: bool = T
                 part: Buffer = block
                 n = size
             else:
-                room = min(block_max, max_size + 1 - len(out))
-                if room <= 0:
-                    raise CorruptRecordError("lz4 data inflates beyond the allowed size")
-                if len(scratch) != room:
-                    scratch = bytearray(room)
+                if len(scratch) < block_max:
+                    # one block never inflates past block_max (<= 4 MiB): that is the bound per step
+                    scratch = bytearray(block_max)
                 try:
                     # The scratch buffer is the capacity: decoding fails rather than grow it.
                     n = cramjam.lz4.decompress_block_into(block, scratch)
@@ -342,7 +340,7 @@ def _zstd_decompress(data: Buffer, max_size: int) -> bytes:
         raise CorruptRecordError("empty zstd stream")
     # cramjam decodes into a caller-sized buffer and fails when it would overflow it, so memory
     # stays bounded by the buffer. Start small and grow geometrically up to max_size + 1.
-    cap = min(max_size + 1, max(64 * 1024, 4 * len(memoryview(data))))
+    cap = min(max_size + 1, max(64 * 1024, 8 * len(memoryview(data))))
     while True:
         buf = bytearray(cap)
         try:
