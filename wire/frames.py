@@ -1,0 +1,93 @@
+"""Split a TCP byte stream into Kafka's size-prefixed frames (sans-IO).
+
+Every Kafka request and response is a 4-byte big-endian signed size followed by that many
+bytes. ``FrameSplitter`` takes whatever ``recv`` returned, in any chunking, and hands out
+complete frames (without the size prefix).
+"""
+
+from __future__ import annotations
+
+from collections import deque
+
+from .errors import ProtocolError
+
+DEFAULT_MAX_FRAME_SIZE = 104857600  # Kafka's socket.request.max.bytes default (100 MiB)
+
+
+class FrameSplitter:
+    """Incremental frame splitter.
+
+    ``feed(data)`` with bytes as they arrive, then call ``next_frame()`` until it returns None.
+    Each frame is copied exactly once, from the fed chunk into a buffer of its own that the
+    returned ``memoryview`` covers, so frames stay valid after later ``feed`` calls and the
+    caller may reuse its receive buffer. A negative size or one above ``max_frame_size``
+    raises ``ProtocolError`` from ``next_frame`` (after the complete frames before it), since
+    the stream cannot be resynchronised: the connection must be closed.
+    """
+
+    __slots__ = ("max_frame_size", "_header", "_body", "_filled", "_ready", "_error")
+
+    def __init__(self, max_frame_size: int = DEFAULT_MAX_FRAME_SIZE) -> None:
+        self.max_frame_size = max_frame_size
+        self._header = bytearray()  # partial 4-byte size prefix
+        self._body: bytearray | None = None  # frame being filled
+        self._filled = 0
+        self._ready: deque[memoryview] = deque()
+        self._error: ProtocolError | None = None
+
+    def feed(self, data: bytes | bytearray | memoryview) -> None:
+        """Add received bytes (any length, including 0)."""
+        if self._error is not None:
+            return  # the stream is already broken; nothing after the bad prefix means anything
+        mv = memoryview(data)
+        if mv.format != "B" or mv.ndim != 1:
+            mv = mv.cast("B")
+        n = len(mv)
+        pos = 0
+        while pos < n:
+            body = self._body
+            if body is None:
+                header = self._header
+                if not header and n - pos >= 4:
+                    size = int.from_bytes(mv[pos : pos + 4], "big", signed=True)
+                    pos += 4
+                else:
+                    take = min(4 - len(header), n - pos)
+                    header += mv[pos : pos + take]
+                    pos += take
+                    if len(header) < 4:
+                        return
+                    size = int.from_bytes(header, "big", signed=True)
+                    header.clear()
+                if size < 0 or size > self.max_frame_size:
+                    self._error = ProtocolError(
+                        f"frame size {size} outside 0..{self.max_frame_size}", offset=None
+                    )
+                    return
+                if n - pos >= size:
+                    # whole frame in this chunk: one copy straight into its own buffer
+                    self._ready.append(memoryview(bytearray(mv[pos : pos + size])))
+                    pos += size
+                    continue
+                self._body = body = bytearray(size)
+                self._filled = 0
+            take = min(len(body) - self._filled, n - pos)
+            body[self._filled : self._filled + take] = mv[pos : pos + take]
+            self._filled += take
+            pos += take
+            if self._filled == len(body):
+                self._ready.append(memoryview(body))
+                self._body = None
+
+    def next_frame(self) -> memoryview | None:
+        """The next complete frame (without size prefix), or None if more bytes are needed."""
+        if self._ready:
+            return self._ready.popleft()
+        if self._error is not None:
+            raise self._error
+        return None
+
+    @property
+    def buffered(self) -> int:
+        """Bytes held for frames not yet complete (for back-pressure/memory accounting)."""
+        return len(self._header) + (self._filled if self._body is not None else 0)
