@@ -14,6 +14,7 @@ from pathlib import Path
 from . import files
 from .checkpoints import atomic_write
 from .errors import LogDirLockedError
+from .java_hash import hashmap_order, string_hash
 
 # -- Uuid text form ------------------------------------------------------------------------
 
@@ -94,9 +95,10 @@ def _escape(s: str, is_key: bool) -> str:
     return "".join(out)
 
 
-def java_date_string(t: float | None = None, tz_name: str = "UTC") -> str:
-    """java.util.Date.toString() in UTC: `EEE MMM dd HH:mm:ss zzz yyyy` (English names)."""
-    tm = time.gmtime(time.time() if t is None else t)
+def java_date_string(t: float | None = None, tz_name: str = "UTC", utc_offset_s: int = 0) -> str:
+    """java.util.Date.toString(): `EEE MMM dd HH:mm:ss zzz yyyy` (English names), in the zone given
+    by its short name and offset (the JVM's default zone; UTC unless told otherwise)."""
+    tm = time.gmtime((time.time() if t is None else t) + utc_offset_s)
     days = ["Mon", "Tue", "Wed", "Thu", "Fri", "Sat", "Sun"]
     months = ["Jan", "Feb", "Mar", "Apr", "May", "Jun", "Jul", "Aug", "Sep", "Oct", "Nov", "Dec"]
     return (f"{days[tm.tm_wday]} {months[tm.tm_mon - 1]} {tm.tm_mday:02d} "
@@ -119,12 +121,22 @@ class MetaProperties:
             props["directory.id"] = self.directory_id
         return props
 
-    def write(self, dir_: Path, now: float | None = None, sync: bool = True) -> None:
-        """Write like JDK 18+ Properties.store: `#`, `#<date>`, then keys sorted; via .tmp + rename."""
-        lines = ["#", "#" + java_date_string(now)]
-        for key in sorted(self.to_props()):
-            lines.append(f"{_escape(key, True)}={_escape(self.to_props()[key], False)}")
-        atomic_write(Path(dir_) / files.META_PROPERTIES_FILE, ("\n".join(lines) + "\n").encode("utf-8"), sync)
+    def render(self, now: float | None = None, key_order: str = "sorted", tz_name: str = "UTC",
+               utc_offset_s: int = 0) -> bytes:
+        """The file text as Properties.store writes it: `#`, `#<Date.toString()>`, then key=value lines.
+
+        key_order "sorted" is JDK 18+ (store() sorts keys); "chm" is JDK 9-17 (ConcurrentHashMap
+        iteration order of the String hash codes).
+        """
+        props = self.to_props()
+        keys = sorted(props) if key_order == "sorted" else hashmap_order(list(props), string_hash)
+        lines = ["#", "#" + java_date_string(now, tz_name, utc_offset_s)]
+        lines += [f"{_escape(k, True)}={_escape(props[k], False)}" for k in keys]
+        return ("\n".join(lines) + "\n").encode("utf-8")
+
+    def write(self, dir_: Path, now: float | None = None, sync: bool = True, key_order: str = "sorted") -> None:
+        """Write `meta.properties` via `.tmp` + fsync + rename (JDK 18+ sorted key order by default)."""
+        atomic_write(Path(dir_) / files.META_PROPERTIES_FILE, self.render(now, key_order), sync)
 
     @classmethod
     def read(cls, dir_: Path) -> MetaProperties:

@@ -396,10 +396,10 @@ class LogSegment:
         if self.closed:
             return
         os.fsync(self._fd)
-        if self._offset_index is not None:
-            self._offset_index.flush()
-        if self._time_index is not None:
-            self._time_index.flush()
+        # Like Kafka, flushing opens the lazy indexes: that is how a segment that only ever got one
+        # append still ends up with a (0-byte after trimming) .index file.
+        self.offset_index.flush()
+        self.time_index.flush()
         self.txn_index.flush()
 
     def close(self) -> None:
