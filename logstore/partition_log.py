@@ -18,9 +18,12 @@ from typing import NamedTuple
 
 from odradek.wire.records import (
     BATCH_OVERHEAD,
+    ControlRecordType,
     CorruptRecordError,
     InvalidRecordError,
     RecordBatch,
+    parse_control_record_key,
+    parse_end_txn_marker,
 )
 
 from . import files
@@ -42,8 +45,9 @@ from .fileslice import FileSlice
 from .index_base import CorruptIndexError
 from .leader_epoch import LeaderEpochCache
 from .metadata_files import PartitionMetadataFile
-from .producer_state import ProducerStateManager
+from .producer_state import CompletedTxn, ProducerStateManager
 from .segment import LogSegment, random_segment_jitter
+from .txn_index import AbortedTxn
 
 log = logging.getLogger(__name__)
 
@@ -106,6 +110,31 @@ class TimestampAndOffset(NamedTuple):
 
 def _now_ms() -> int:
     return int(time.time() * 1000)
+
+
+def txn_marker_of(batch: RecordBatch) -> tuple[bool, int] | None:
+    """(is_abort, coordinator_epoch) of a COMMIT/ABORT control batch, None for other batches."""
+    h = batch.header()
+    if not h.attributes & 0x20 or h.record_count < 1:
+        return None
+    for record in batch.records():
+        _v, ctype = parse_control_record_key(record.key)
+        if ctype not in (ControlRecordType.ABORT, ControlRecordType.COMMIT):
+            return None
+        marker = parse_end_txn_marker(record)
+        return marker.control_type == ControlRecordType.ABORT, marker.coordinator_epoch
+    return None
+
+
+def apply_to_producer_state(psm: ProducerStateManager, batch: RecordBatch | None, h) -> CompletedTxn | None:
+    """Feed one batch's producer fields (and its txn marker) to a ProducerStateManager."""
+    if h.producer_id < 0:
+        return None
+    last = h.base_offset + h.last_offset_delta
+    is_control = bool(h.attributes & 0x20)
+    marker = txn_marker_of(batch) if (is_control and batch is not None) else None
+    return psm.update_from_batch(h.producer_id, h.producer_epoch, h.base_sequence, h.base_offset, last,
+                                 h.max_timestamp, bool(h.attributes & 0x10), is_control, marker)
 
 
 class PartitionLog:
@@ -328,9 +357,12 @@ class PartitionLog:
             if ple >= 0 and (latest is None or ple > latest):
                 cache.assign(ple, h.base_offset)
             last = h.base_offset + h.last_offset_delta
-            if h.producer_id >= 0:
-                psm.update_from_batch(h.producer_id, h.producer_epoch, h.base_sequence, h.base_offset, last,
-                                      h.max_timestamp, bool(h.attributes & 0x10), bool(h.attributes & 0x20))
+            completed = apply_to_producer_state(psm, batch, h)
+            if completed is not None:
+                if completed.is_aborted:
+                    seg.txn_index.append(AbortedTxn(completed.producer_id, completed.first_offset,
+                                                    completed.last_offset, psm.last_stable_offset(completed)))
+                psm.complete_txn(completed)
             psm.update_map_end_offset(last + 1)
 
         truncated = seg.recover(on_batch)
@@ -370,14 +402,16 @@ class PartitionLog:
                 found = seg.translate_offset(start)
                 if found is None:
                     continue
-                for _pos, h in seg.iter_headers(found.position):
+                for pos, h in seg.iter_headers(found.position):
                     if h.base_offset >= last_offset:
                         break
-                    last = h.base_offset + h.last_offset_delta
-                    if h.producer_id >= 0:
-                        psm.update_from_batch(h.producer_id, h.producer_epoch, h.base_sequence, h.base_offset,
-                                              last, h.max_timestamp, bool(h.attributes & 0x10),
-                                              bool(h.attributes & 0x20))
+                    if h.producer_id < 0:
+                        continue
+                    # only control batches need their record (the txn marker); data batches: header only
+                    batch = seg.read_batch_at(pos, h.batch_length + 12) if h.attributes & 0x20 else None
+                    completed = apply_to_producer_state(psm, batch, h)
+                    if completed is not None:
+                        psm.complete_txn(completed)
         psm.update_map_end_offset(last_offset)
         psm.take_snapshot(sync=False)
 
@@ -499,8 +533,16 @@ class PartitionLog:
             self._metadata_dirty = False
         seg.append(last, max_ts, last, view)
         if h.producer_id >= 0:
-            self.producer_state.update_from_batch(h.producer_id, h.producer_epoch, h.base_sequence, first, last,
-                                                  max_ts, bool(h.attributes & 0x10), bool(h.attributes & 0x20))
+            psm = self.producer_state
+            is_control = bool(h.attributes & 0x20)
+            marker = txn_marker_of(RecordBatch(view)) if is_control else None
+            completed = psm.update_from_batch(h.producer_id, h.producer_epoch, h.base_sequence, first, last,
+                                              max_ts, bool(h.attributes & 0x10), is_control, marker)
+            if completed is not None:
+                if completed.is_aborted:
+                    seg.txn_index.append(AbortedTxn(completed.producer_id, completed.first_offset,
+                                                    completed.last_offset, psm.last_stable_offset(completed)))
+                psm.complete_txn(completed)
         self.log_end_offset = last + 1
         self.producer_state.update_map_end_offset(self.log_end_offset)
         # single node: everything appended is replicated

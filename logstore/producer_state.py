@@ -14,6 +14,7 @@ import struct
 from collections import deque
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import NamedTuple
 
 import crc32c
 
@@ -123,6 +124,15 @@ def read_snapshot(path: Path) -> list[ProducerStateEntry]:
     return out
 
 
+class CompletedTxn(NamedTuple):
+    """A transaction ended by a marker: producer, first offset, marker offset, aborted or not."""
+
+    producer_id: int
+    first_offset: int
+    last_offset: int
+    is_aborted: bool
+
+
 class ProducerStateManager:
     """Map of producer id -> ProducerStateEntry plus the snapshot files of one partition dir.
 
@@ -162,10 +172,15 @@ class ProducerStateManager:
 
     def update_from_batch(self, producer_id: int, producer_epoch: int, base_sequence: int,
                           first_offset: int, last_offset: int, max_timestamp: int,
-                          is_transactional: bool, is_control: bool) -> None:
-        """Record a batch of an idempotent/transactional producer (no sequence validation yet)."""
+                          is_transactional: bool, is_control: bool,
+                          marker: tuple[bool, int] | None = None) -> CompletedTxn | None:
+        """Record a batch of an idempotent/transactional producer (no sequence/epoch validation yet).
+
+        For a transaction marker pass `marker=(is_abort, coordinator_epoch)`; the transaction it ends
+        is returned so the caller can compute the LSO and update the `.txnindex`.
+        """
         if producer_id < 0:
-            return
+            return None
         entry = self.producers.get(producer_id)
         if entry is None:
             entry = ProducerStateEntry(producer_id)
@@ -175,17 +190,30 @@ class ProducerStateManager:
             entry.producer_epoch = producer_epoch
         entry.last_timestamp = max_timestamp
         if is_control:
-            # a transaction marker ends the producer's open transaction
-            if entry.current_txn_first_offset is not None:
-                self.ongoing_txns.pop(entry.current_txn_first_offset, None)
+            completed = None
+            if marker is not None:
+                is_abort, coordinator_epoch = marker
+                entry.coordinator_epoch = coordinator_epoch
+                if entry.current_txn_first_offset is not None:
+                    completed = CompletedTxn(producer_id, entry.current_txn_first_offset, first_offset, is_abort)
             entry.current_txn_first_offset = None
-            return
+            return completed
         delta = last_offset - first_offset
         last_seq = NO_SEQUENCE if base_sequence < 0 else (base_sequence + delta) % 2**31
         entry.batch_metadata.append(BatchMetadata(last_seq, last_offset, delta, max_timestamp))
         if is_transactional and entry.current_txn_first_offset is None:
             entry.current_txn_first_offset = first_offset
             self.ongoing_txns[first_offset] = producer_id
+        return None
+
+    def last_stable_offset(self, completed: CompletedTxn) -> int:
+        """LSO once `completed` ends: the first offset of the oldest other open transaction, else its
+        last offset + 1 (what Kafka stores in the `.txnindex` entry)."""
+        others = [off for off, pid in self.ongoing_txns.items() if pid != completed.producer_id]
+        return min(others) if others else completed.last_offset + 1
+
+    def complete_txn(self, completed: CompletedTxn) -> None:
+        self.ongoing_txns.pop(completed.first_offset, None)
 
     def update_map_end_offset(self, offset: int) -> None:
         self.last_map_offset = offset
