@@ -548,7 +548,11 @@ def _decode_records(
 
 
 def _scan_records(data: bytes, count: int, base_timestamp: int) -> RecordsSummary:
-    """Validate the structure of every record like :func:`_decode_records`, without slicing."""
+    """Validate the structure of every record like :func:`_decode_records`, without slicing.
+
+    The single-byte varint case is inlined (``b < 0x80``): offset deltas, key/value lengths and
+    header counts are almost always small, and a function call per field dominates otherwise.
+    """
     _check_count(count, len(data))
     pos = 0
     end = len(data)
@@ -560,13 +564,23 @@ def _scan_records(data: bytes, count: int, base_timestamp: int) -> RecordsSummar
     null_key = False
     try:
         for i in range(count):
-            size, pos = varint(data, pos)
+            b = data[pos]
+            if b < 0x80:
+                size = (b >> 1) ^ -(b & 1)
+                pos += 1
+            else:
+                size, pos = varint(data, pos)
             if size < 0 or size > end - pos:
                 raise InvalidRecordError(f"invalid record size {size}: only {end - pos} bytes are available")
             rec_end = pos + size
             pos += 1  # attributes
             ts_delta, pos = varlong(data, pos)
-            off_delta, pos = varint(data, pos)
+            b = data[pos]
+            if b < 0x80:
+                off_delta = (b >> 1) ^ -(b & 1)
+                pos += 1
+            else:
+                off_delta, pos = varint(data, pos)
             if off_delta != i:
                 consecutive = False
             if i == 0:
@@ -577,29 +591,44 @@ def _scan_records(data: bytes, count: int, base_timestamp: int) -> RecordsSummar
                 max_delta_off = off_delta
             elif ts_delta < min_delta:
                 min_delta = ts_delta
-            klen, pos = varint(data, pos)
+            b = data[pos]
+            if b < 0x80:
+                klen = (b >> 1) ^ -(b & 1)
+                pos += 1
+            else:
+                klen, pos = varint(data, pos)
             if klen < 0:
                 null_key = True
             else:
                 pos += klen
-            vlen, pos = varint(data, pos)
+            b = data[pos]
+            if b < 0x80:
+                vlen = (b >> 1) ^ -(b & 1)
+                pos += 1
+            else:
+                vlen, pos = varint(data, pos)
             if vlen > 0:
                 pos += vlen
-            if pos > rec_end:
+            if pos >= rec_end:
+                # the header count is still to come, so the fields must end before rec_end
                 raise InvalidRecordError("record key/value runs past the record")
-            nh, pos = varint(data, pos)
-            if nh < 0:
-                raise InvalidRecordError(f"found invalid number of record headers {nh}")
-            for _h in range(nh):
-                hk, pos = varint(data, pos)
-                if hk < 0:
-                    raise InvalidRecordError(f"invalid negative header key size {hk}")
-                pos += hk
-                hv, pos = varint(data, pos)
-                if hv > 0:
-                    pos += hv
-                if pos > rec_end:
-                    raise InvalidRecordError("record header runs past the record")
+            b = data[pos]
+            if b == 0:
+                pos += 1
+            else:
+                nh, pos = varint(data, pos)
+                if nh < 0:
+                    raise InvalidRecordError(f"found invalid number of record headers {nh}")
+                for _h in range(nh):
+                    hk, pos = varint(data, pos)
+                    if hk < 0:
+                        raise InvalidRecordError(f"invalid negative header key size {hk}")
+                    pos += hk
+                    hv, pos = varint(data, pos)
+                    if hv > 0:
+                        pos += hv
+                    if pos > rec_end:
+                        raise InvalidRecordError("record header runs past the record")
             if pos != rec_end:
                 raise InvalidRecordError("invalid record size: record payload size does not match its fields")
     except IndexError:
@@ -855,18 +884,20 @@ class RecordBatch:
 
     # -- records (inflated) -------------------------------------------------------------------
 
-    def records_block(self, max_inflated_size: int = DEFAULT_MAX_INFLATED_BYTES) -> bytes:
-        """The inflated records block (decompressed once and cached; a copy when uncompressed).
+    def inflated_block(self, max_inflated_size: int = DEFAULT_MAX_INFLATED_BYTES) -> bytes:
+        """The inflated records block (decompressed once and cached; a fresh copy when uncompressed).
 
         Raises CorruptRecordError if decompression fails or exceeds ``max_inflated_size``.
         """
-        if self._inflated is None:
-            raw = self._mv[BATCH_OVERHEAD:]
-            codec = self.compression
-            if codec is CompressionType.NONE:
-                self._inflated = raw.tobytes()
-            else:
-                self._inflated = decompress(codec, raw, max_inflated_size)
+        if self._inflated is not None:
+            return self._inflated
+        raw = self._mv[BATCH_OVERHEAD:]
+        codec = self.compression
+        if codec is CompressionType.NONE:
+            # A copy (bytes index faster than memoryview), not cached: the view stays the only
+            # long-lived reference to uncompressed data.
+            return raw.tobytes()
+        self._inflated = decompress(codec, raw, max_inflated_size)
         return self._inflated
 
     def records(self, max_inflated_size: int = DEFAULT_MAX_INFLATED_BYTES) -> Iterator[Record]:
@@ -875,7 +906,7 @@ class RecordBatch:
         Raises CorruptRecordError / InvalidRecordError while iterating if the count, sizes or fields
         are inconsistent, including bytes left over after the declared number of records.
         """
-        data = self.records_block(max_inflated_size)
+        data = self.inflated_block(max_inflated_size)
         h = self.header()
         lat = h.max_timestamp if h.attributes & _TIMESTAMP_TYPE_BIT else None
         return _decode_records(data, h.record_count, h.base_offset, h.base_timestamp, h.base_sequence, lat)
@@ -886,7 +917,7 @@ class RecordBatch:
     def scan_records(self, max_inflated_size: int = DEFAULT_MAX_INFLATED_BYTES) -> RecordsSummary:
         """Validate every record's structure and summarise timestamps/offset deltas/null keys,
         without materialising Record objects (the produce validation path)."""
-        data = self.records_block(max_inflated_size)
+        data = self.inflated_block(max_inflated_size)
         h = self.header()
         return _scan_records(data, h.record_count, h.base_timestamp)
 

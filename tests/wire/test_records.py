@@ -73,9 +73,9 @@ def test_build_parse_round_trip_every_codec(codec: CompressionType) -> None:
     s = b.scan_records()
     assert (s.record_count, s.min_timestamp, s.max_timestamp, s.offset_delta_of_max_timestamp) == (4, 998, 1005, 1)
     assert s.offsets_consecutive and s.has_null_key
-    assert s.inflated_size == len(b.records_block())
+    assert s.inflated_size == len(b.inflated_block())
     if codec is CompressionType.NONE:
-        assert b.records_block() == data[BATCH_OVERHEAD:]
+        assert b.inflated_block() == data[BATCH_OVERHEAD:]
     # the stored CRC is CRC-32C of bytes [21, end)
     assert b.crc == crc32c(data[21:])
 
@@ -191,7 +191,7 @@ def _with_block(block: bytes, count: int, codec: CompressionType = CompressionTy
 
 
 def test_record_validation() -> None:
-    block = RecordBatch(build_batch(RECS)).records_block()
+    block = RecordBatch(build_batch(RECS)).inflated_block()
     for codec in (CompressionType.NONE, CompressionType.ZSTD):
         # count says more than there are
         with pytest.raises(InvalidRecordError):
@@ -205,7 +205,7 @@ def test_record_validation() -> None:
             list(RecordBatch(_with_block(block, -1, codec)).records())
         assert len(list(RecordBatch(_with_block(block, 4, codec)).records())) == 4
     # a record whose length varint claims one byte more than its fields use
-    one = RecordBatch(build_batch(RECS[:1])).records_block()
+    one = RecordBatch(build_batch(RECS[:1])).inflated_block()
     bad = bytes([one[0] + 2]) + one[1:] + b"\x00"
     with pytest.raises(InvalidRecordError, match="record size"):
         list(RecordBatch(_with_block(bad, 1)).records())

@@ -37,6 +37,11 @@ def _real_logs() -> list[Path]:
     return sorted(p for p in REAL.rglob("*.log"))
 
 
+def _checkpoints() -> list[Path]:
+    # KRaft snapshots and bootstrap.checkpoint hold the same batch format
+    return sorted(FIXTURES.rglob("*.checkpoint"))
+
+
 def _corpus_logs() -> list[Path]:
     return sorted(CORPUS.glob("*/logdir-clean/*/*.log"))
 
@@ -49,7 +54,7 @@ def _ids(paths: list[Path]) -> list[str]:
     return [str(p.relative_to(FIXTURES)) for p in paths]
 
 
-LOGS = _real_logs() + _corpus_logs()
+LOGS = _real_logs() + _corpus_logs() + _checkpoints()
 
 
 def _check_batch(b: RecordBatch) -> int:
@@ -219,6 +224,7 @@ def test_deep_dump_lines_match(dump: Path, log: Path) -> None:
         got.extend(_fmt_record_lines(b))
     assert len(got) == len(expected)
     assert got == expected
+    assert bool(expected) == (log.stat().st_size > 0)
 
 
 REAL_DUMPS = sorted(REAL.glob("dump-outputs-3.9/*.log.deep.stdout*"))
@@ -369,4 +375,26 @@ def test_real_records_recompressed_with_every_codec(codec: CompressionType) -> N
                 (r.offset, r.timestamp, r.key, r.value, r.headers) for r in recs
             ]
             # same records block after inflation: the layout does not depend on the codec
-            assert nb.records_block() == b.records_block()
+            assert nb.inflated_block() == b.inflated_block()
+
+
+DATA_DUMPS = sorted(
+    d for d in CORPUS.glob("*/dump/*/*.log.data.txt") if not d.parent.name.startswith("__")
+)
+
+
+@pytest.mark.parametrize("dump", DATA_DUMPS, ids=[str(d.relative_to(CORPUS)) for d in DATA_DUMPS])
+def test_print_data_log_contents_match(dump: Path) -> None:
+    """Keys and values (as UTF-8 text) match DumpLogSegments --print-data-log, record by record."""
+    log = dump.parents[2] / "logdir-clean" / dump.parent.name / dump.name.removesuffix(".data.txt")
+    expected = [ln for ln in dump.read_text().splitlines() if _RECORD_LINE.match(ln)]
+    got = []
+    for b in iter_batches(log.read_bytes()):
+        for line, r in zip(_fmt_record_lines(b), b.records(), strict=True):
+            if not b.is_control:
+                if r.key is not None:
+                    line += " key: " + r.key.decode("utf-8", "replace")
+                if r.value is not None:
+                    line += " payload: " + r.value.decode("utf-8", "replace")
+            got.append(line)
+    assert expected and got == expected

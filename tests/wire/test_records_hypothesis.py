@@ -130,7 +130,7 @@ def test_garbage_in_records_block_with_valid_crc(
     from odradek.wire.compression import compress
 
     good = RecordBatch(build_batch(recs, compression=codec))
-    block = bytearray(good.records_block())
+    block = bytearray(good.inflated_block())
     p = (pos - 61) % (len(block) + 1)
     block[p : p + len(junk)] = junk
     payload = compress(codec, bytes(block))
