@@ -24,7 +24,7 @@ import struct
 import zlib
 from collections.abc import Iterable, Iterator, Sequence
 from enum import IntEnum
-from typing import TYPE_CHECKING, Any, NamedTuple, Protocol
+from typing import TYPE_CHECKING, NamedTuple, Protocol
 
 from crc32c import crc32c
 
@@ -36,22 +36,12 @@ from .compression import (
     compress,
     decompress,
 )
+from .primitives import write_varint, write_varlong
+from .records_types import FileSlice  # re-exported: architecture.md names wire.records.FileSlice
 
 if TYPE_CHECKING:
     from collections.abc import Buffer
 
-try:
-    # The protocol module's author may own FileSlice in a sibling module; one class for everyone.
-    from .records_types import FileSlice  # type: ignore[import-not-found,unused-ignore]
-except ImportError:
-
-    class FileSlice(NamedTuple):  # type: ignore[no-redef]
-        """``size`` bytes of ``file`` (anything with ``fileno()``) from byte ``position``: a region
-        the server sends with ``sendfile``. Data only; the wire layer does no I/O."""
-
-        file: Any
-        position: int
-        size: int
 
 __all__ = [
     "BATCH_OVERHEAD",
@@ -1051,43 +1041,36 @@ def parse_end_txn_marker(record: Record) -> EndTxnMarker:
 # builder
 
 
-def _zz_varint(n: int, out: bytearray) -> None:
-    # zig-zag then base-128; valid for both int32 and int64 inputs
-    v = (n << 1) ^ (n >> 63)
-    while v >= 0x80:
-        out.append((v & 0x7F) | 0x80)
-        v >>= 7
-    out.append(v)
-
-
 def _encode_record(out: bytearray, r: RecordLike, offset_delta: int, ts_delta: int) -> None:
-    body = bytearray(b"\x00")  # attributes: always 0 in v2
-    _zz_varint(ts_delta, body)
-    _zz_varint(offset_delta, body)
+    # DefaultRecord.writeTo: length, attributes (0), timestampDelta (varlong), offsetDelta, key,
+    # value, header count, headers; lengths -1 for null.
+    body = bytearray(b"\x00")
+    write_varlong(body, ts_delta)
+    write_varint(body, offset_delta)
     key = r.key
     if key is None:
         body.append(1)  # zig-zag(-1)
     else:
-        _zz_varint(len(key), body)
+        write_varint(body, len(key))
         body += key
     value = r.value
     if value is None:
         body.append(1)
     else:
-        _zz_varint(len(value), body)
+        write_varint(body, len(value))
         body += value
     headers = r.headers or ()
-    _zz_varint(len(headers), body)
+    write_varint(body, len(headers))
     for hk, hv in headers:
         kb = hk.encode("utf-8")
-        _zz_varint(len(kb), body)
+        write_varint(body, len(kb))
         body += kb
         if hv is None:
             body.append(1)
         else:
-            _zz_varint(len(hv), body)
+            write_varint(body, len(hv))
             body += hv
-    _zz_varint(len(body), out)
+    write_varint(out, len(body))
     out += body
 
 
