@@ -476,8 +476,19 @@ def _decode_records(
             attributes = data[pos]
             pos += 1
             ts_delta, pos = _varlong(data, pos)
-            off_delta, pos = varint(data, pos)
-            klen, pos = varint(data, pos)
+            # 1-byte varints inlined (the usual case), as in _scan_records
+            b = data[pos]
+            if b < 0x80:
+                off_delta = (b >> 1) ^ -(b & 1)
+                pos += 1
+            else:
+                off_delta, pos = varint(data, pos)
+            b = data[pos]
+            if b < 0x80:
+                klen = (b >> 1) ^ -(b & 1)
+                pos += 1
+            else:
+                klen, pos = varint(data, pos)
             if klen < 0:
                 key = None
             else:
@@ -485,7 +496,12 @@ def _decode_records(
                     raise InvalidRecordError("record key runs past the record")
                 key = data[pos : pos + klen]
                 pos += klen
-            vlen, pos = varint(data, pos)
+            b = data[pos]
+            if b < 0x80:
+                vlen = (b >> 1) ^ -(b & 1)
+                pos += 1
+            else:
+                vlen, pos = varint(data, pos)
             if vlen < 0:
                 value = None
             else:
@@ -493,10 +509,14 @@ def _decode_records(
                     raise InvalidRecordError("record value runs past the record")
                 value = data[pos : pos + vlen]
                 pos += vlen
-            nh, pos = varint(data, pos)
+            headers: list[tuple[str, bytes | None]] = []
+            if data[pos] == 0:
+                nh = 0
+                pos += 1
+            else:
+                nh, pos = varint(data, pos)
             if nh < 0:
                 raise InvalidRecordError(f"found invalid number of record headers {nh}")
-            headers: list[tuple[str, bytes | None]] = []
             for _h in range(nh):
                 hk, pos = varint(data, pos)
                 if hk < 0:
@@ -946,7 +966,8 @@ def iter_batches(buf: Buffer, start: int = 0, end: int | None = None) -> Iterato
     Follows ``FileLogInputStream``: stops (no error) at a tail of 17 bytes or less or at a batch
     whose declared size runs past the end (an incomplete write); raises CorruptRecordError for a
     declared batchLength < 14, or for a batch too small to be v2 (< 61 bytes) or with magic < 2
-    (read those with :func:`iter_legacy_messages`). Each batch's ``position`` is its offset in
+    (read those with :func:`iter_legacy_messages`); such errors carry the batch position in ``buf``
+    as ``error.offset`` (where recovery truncates). Each batch's ``position`` is its offset in
     ``buf``; the caller knows where scanning stopped from the last ``position + size_in_bytes``.
     CRCs are not checked here: call :meth:`RecordBatch.ensure_valid` where Kafka would.
     """
@@ -957,14 +978,20 @@ def iter_batches(buf: Buffer, start: int = 0, end: int | None = None) -> Iterato
         _, length = _PREFIX.unpack_from(mv, pos)
         if length < MIN_ENTRY_SIZE:
             raise CorruptRecordError(
-                f"found record size {length} smaller than minimum record overhead ({MIN_ENTRY_SIZE}) at position {pos}"
+                f"found record size {length} smaller than minimum record overhead ({MIN_ENTRY_SIZE})", offset=pos
             )
         size = length + LOG_OVERHEAD
         if size > stop - pos:
             return
         magic = mv[pos + _OFF_MAGIC]
         if magic < MAGIC_V2:
-            raise CorruptRecordError(f"legacy magic {magic} batch at position {pos}; use iter_legacy_messages")
+            raise CorruptRecordError(f"legacy magic {magic} batch; use iter_legacy_messages", offset=pos)
+        if size < BATCH_OVERHEAD:
+            raise CorruptRecordError(
+                f"record batch is corrupt (the size {size} is smaller than the minimum allowed overhead "
+                f"{BATCH_OVERHEAD})",
+                offset=pos,
+            )
         yield RecordBatch(mv[:stop], pos)
         pos += size
 

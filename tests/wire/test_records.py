@@ -260,8 +260,15 @@ def test_iter_batches_tail_rules() -> None:
     assert len(list(iter_batches(log + b[:18]))) == 2
     # declared size < 14: corrupt
     junk = struct.pack(">qi", 0, 13) + b"\x00" * 10
-    with pytest.raises(CorruptRecordError):
+    with pytest.raises(CorruptRecordError) as ei:
         list(iter_batches(log + junk))
+    assert ei.value.offset == len(log)  # where recovery would cut the log
+    # 14 <= declared size < 61: not a v2 batch either
+    small = bytearray(b[:61])
+    small[8:12] = struct.pack(">i", 30)
+    with pytest.raises(CorruptRecordError, match="minimum") as ei:
+        list(iter_batches(log + bytes(small)))
+    assert ei.value.offset == len(log)
     # start / end arguments
     assert [x.base_offset for x in iter_batches(log, len(a))] == [4]
     assert [x.base_offset for x in iter_batches(log, 0, len(a))] == [0]

@@ -150,3 +150,45 @@ def test_random_bytes(data: bytes) -> None:
         _read_everything(data)
     except CorruptRecordError:
         pass
+
+
+def _legacy(offset: int, magic: int, attrs: int, ts: int, value: bytes | None, key: bytes | None) -> bytes:
+    import zlib
+
+    body = struct.pack(">bb", magic, attrs)
+    if magic == 1:
+        body += struct.pack(">q", ts)
+    for part in (key, value):
+        body += struct.pack(">i", -1) if part is None else struct.pack(">i", len(part)) + part
+    msg = struct.pack(">I", zlib.crc32(body) & 0xFFFFFFFF) + body
+    return struct.pack(">qi", offset, len(msg)) + msg
+
+
+@settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(
+    values=st.lists(opt_bytes, min_size=1, max_size=5),
+    magic=st.sampled_from([0, 1]),
+    codec=st.sampled_from([c for c in CompressionType if c is not CompressionType.ZSTD]),
+    cut=st.integers(min_value=0, max_value=200),
+    flips=st.lists(st.integers(min_value=0, max_value=8 * 2000), max_size=3),
+)
+def test_damaged_legacy_sets_raise_only_corrupt_record_error(
+    values: list[bytes | None], magic: int, codec: CompressionType, cut: int, flips: list[int]
+) -> None:
+    from odradek.wire.compression import compress
+    from odradek.wire.records import iter_legacy_messages
+
+    inner = b"".join(_legacy(i, magic, 0, 100 + i, v, b"k") for i, v in enumerate(values))
+    data = inner if codec is CompressionType.NONE else _legacy(len(values) - 1, magic, int(codec), 5, compress(codec, inner), None)
+    # undamaged: every value comes back
+    assert [m.value for m in iter_legacy_messages(data)] == values
+    buf = bytearray(data)
+    if cut:
+        del buf[max(0, len(buf) - cut) :]
+    for f in flips:
+        if buf:
+            buf[(f // 8) % len(buf)] ^= 1 << (f % 8)
+    try:
+        list(iter_legacy_messages(bytes(buf), max_inflated_size=LIMIT))
+    except CorruptRecordError:
+        pass
