@@ -205,25 +205,40 @@ def read_clean_shutdown_file(dir_: Path) -> int | None:
 # -- .lock ----------------------------------------------------------------------------------
 
 
+_LOCKED_IN_PROCESS: set[str] = set()
+
+
 class FileLock:
-    """`<dir>/.lock`: 0-byte file held with an exclusive POSIX lock (conflicts with Java's tryLock)."""
+    """`<dir>/.lock`: 0-byte file held with an exclusive POSIX lock (conflicts with Java's tryLock).
+
+    POSIX record locks do not conflict within one process, so locks taken by this process are also
+    tracked in a set (Java's FileChannel.tryLock fails in-JVM as well).
+    """
 
     def __init__(self, dir_: Path) -> None:
         self.path = Path(dir_) / files.LOCK_FILE
         self._fd = -1
 
+    def _error(self) -> LogDirLockedError:
+        return LogDirLockedError(
+            f"Failed to acquire lock on file .lock in {self.path.parent}. A Kafka instance in another "
+            "process or thread is using this directory."
+        )
+
     def try_lock(self) -> None:
         """Take the lock or raise LogDirLockedError (Kafka: "Failed to acquire lock on file .lock")."""
+        key = os.path.realpath(self.path)
+        if key in _LOCKED_IN_PROCESS:
+            raise self._error()
         fd = os.open(self.path, os.O_RDWR | os.O_CREAT, 0o644)
         try:
             fcntl.lockf(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
         except OSError as e:
             os.close(fd)
-            raise LogDirLockedError(
-                f"Failed to acquire lock on file .lock in {self.path.parent}. A Kafka instance in another "
-                "process or thread is using this directory."
-            ) from e
+            raise self._error() from e
         self._fd = fd
+        self._key = key
+        _LOCKED_IN_PROCESS.add(key)
 
     @property
     def locked(self) -> bool:
@@ -236,6 +251,7 @@ class FileLock:
             finally:
                 os.close(self._fd)
                 self._fd = -1
+                _LOCKED_IN_PROCESS.discard(self._key)
 
     def destroy(self) -> None:
         """Unlock and delete the file (what Kafka does at clean shutdown)."""

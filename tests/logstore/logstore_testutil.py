@@ -40,3 +40,12 @@ def workload_json(workload: str) -> dict:
 
 def batch_bytes(workload: str, entry: dict) -> bytearray:
     return bytearray((CORPUS / workload / "batches" / entry["file"]).read_bytes())
+
+
+def make_batch(n: int = 3, value_size: int = 100, ts: int = 1_700_000_000_000, key: bytes | None = b"k",
+               **kw) -> bytearray:
+    """A client-style v2 batch of `n` records (base offset 0, PLE -1), writable."""
+    from odradek.wire.records import SimpleRecord, build_batch
+
+    recs = [SimpleRecord(bytes([65 + i % 26]) * value_size, key, (), ts + i) for i in range(n)]
+    return bytearray(build_batch(recs, **kw))

@@ -1,0 +1,225 @@
+"""PartitionLog / LogManager behaviour: append, read, offsets, rolling, preallocation, errors."""
+
+from __future__ import annotations
+
+import os
+import struct
+from pathlib import Path
+
+import pytest
+from logstore_testutil import make_batch
+from odradek.logstore import (
+    CorruptRecordError,
+    InvalidRecordError,
+    LogConfig,
+    LogManager,
+    MessageTooLargeError,
+    OffsetOutOfRangeError,
+    PartitionLog,
+    RecordBatchTooLargeError,
+)
+from odradek.logstore.errors import LogDirLockedError
+from odradek.wire.records import RecordBatch, iter_batches
+
+TOPIC_ID = bytes(range(1, 17))
+
+
+def new_log(tmp_path: Path, **props) -> PartitionLog:
+    lg = PartitionLog.open(tmp_path / "t-0", LogConfig.from_props(props), topic_id=TOPIC_ID)
+    lg.become_leader(0)
+    return lg
+
+
+def read_all(lg: PartitionLog, offset: int, max_bytes: int = 1 << 30) -> bytes:
+    fd = lg.read(offset, max_bytes)
+    return b"".join(os.pread(s.file.fileno(), s.size, s.position) for s in fd.slices)
+
+
+def test_append_assigns_offsets_and_patches_in_place(tmp_path: Path) -> None:
+    lg = new_log(tmp_path)
+    b = make_batch(3)
+    crc_before = bytes(b[17:21])
+    info = lg.append_as_leader(b, leader_epoch=5, now_ms=0)
+    assert (info.first_offset, info.last_offset, info.log_append_time) == (0, 2, -1)
+    info2 = lg.append_as_leader(make_batch(4), leader_epoch=5, now_ms=0)
+    assert (info2.first_offset, info2.last_offset) == (3, 6)
+    assert lg.log_end_offset == lg.high_watermark == 7
+    # header patched in place: base offset 0, PLE 5, CRC untouched (correct client max timestamp)
+    assert struct.unpack(">qii", b[:16]) == (0, len(b) - 12, 5) and bytes(b[17:21]) == crc_before
+    stored = list(iter_batches(read_all(lg, 0)))
+    assert [x.base_offset for x in stored] == [0, 3]
+    for x in stored:
+        x.ensure_valid()
+    # epoch 5 starting at offset 0 replaces epoch 0 that also started there (Kafka assign rule)
+    assert (lg.dir / "leader-epoch-checkpoint").read_bytes() == b"0\n1\n5 0\n"
+    assert (lg.dir / "partition.metadata").read_bytes() == b"version: 0\ntopic_id: AQIDBAUGBwgJCgsMDQ4PEA"
+
+
+def test_read_mid_batch_returns_whole_batch_and_respects_max_bytes(tmp_path: Path) -> None:
+    lg = new_log(tmp_path)
+    sizes = []
+    for _ in range(5):
+        b = make_batch(10)
+        sizes.append(len(b))
+        lg.append_as_leader(b, 0, 0)
+    fd = lg.read(15, max_bytes=1)  # offset 15 is inside the second batch (10..19)
+    assert fd.first_batch_offset == 10 and fd.slices[0].position == sizes[0]
+    assert fd.slices[0].size == sizes[1] and fd.first_entry_incomplete is False
+    fd = lg.read(15, max_bytes=1, min_one_message=False)
+    assert fd.size == 1 and fd.first_entry_incomplete
+    assert lg.read(50, 1000).slices == []  # at the LEO: empty, not an error
+    with pytest.raises(OffsetOutOfRangeError):
+        lg.read(51, 1000)
+    # max_offset (e.g. a high watermark) stops before the batch holding it
+    fd = lg.read(0, 1 << 20, max_offset=20)
+    assert fd.size == sizes[0] + sizes[1]
+
+
+def test_active_indexes_preallocated_and_trimmed_on_close(tmp_path: Path) -> None:
+    lg = new_log(tmp_path)
+    for _ in range(60):
+        lg.append_as_leader(make_batch(2, value_size=200), 0, 0)
+    seg = lg.active_segment
+    assert seg.offset_index_path.stat().st_size == 10485760
+    assert seg.time_index_path.stat().st_size == 10485756
+    entries = seg.offset_index.entries
+    assert entries > 0
+    lg.close()
+    assert seg.offset_index_path.stat().st_size == entries * 8
+    assert seg.time_index_path.stat().st_size % 12 == 0 and seg.time_index_path.stat().st_size > 0
+    assert (lg.dir / "00000000000000000120.snapshot").read_bytes() == bytes.fromhex("000148674bc700000000")
+    # reopened after a clean close: active indexes grow back to 10 MiB, entries are kept
+    lg2 = PartitionLog.open(lg.dir, LogConfig())
+    assert lg2.active_segment.offset_index_path.stat().st_size == 10485760
+    assert lg2.active_segment.offset_index.entries == entries
+    assert lg2.log_end_offset == 120
+    lg2.close()
+
+
+def test_roll_by_size_time_and_snapshots(tmp_path: Path) -> None:
+    lg = new_log(tmp_path, **{"segment.bytes": "2000", "segment.ms": "1000"})
+    b = make_batch(2, value_size=300)
+    size = len(b)
+    lg.append_as_leader(b, 0, 0)
+    lg.append_as_leader(make_batch(2, value_size=300), 0, 0)
+    lg.append_as_leader(make_batch(2, value_size=300), 0, 0)  # 3 * ~680 > 2000 -> roll before this one
+    assert size * 3 > 2000
+    assert [s.base_offset for s in lg.segments] == [0, 4]
+    assert (lg.dir / "00000000000000000004.snapshot").exists()
+    # rolled segment's indexes are trimmed (0 entries -> 0 bytes, one final time-index entry)
+    assert lg.segments[0].offset_index_path.stat().st_size == 0
+    assert lg.segments[0].time_index_path.stat().st_size == 12
+    # time roll uses record timestamps: 1001 ms after the segment's first batch
+    lg.append_as_leader(make_batch(1, ts=1_700_000_000_000 + 1002), 0, 0)
+    assert [s.base_offset for s in lg.segments] == [0, 4, 6]
+    lg.close()
+
+
+def test_log_append_time_sets_attribute_and_crc(tmp_path: Path) -> None:
+    lg = new_log(tmp_path, **{"message.timestamp.type": "LogAppendTime"})
+    b = make_batch(3)
+    info = lg.append_as_leader(b, 0, now_ms=1_800_000_000_000)
+    rb = RecordBatch(b)
+    rb.ensure_valid()
+    assert info.log_append_time == 1_800_000_000_000 == rb.max_timestamp
+    assert rb.attributes & 0x08
+    assert rb.base_timestamp == 1_700_000_000_000  # never touched
+
+
+def test_wrong_client_max_timestamp_is_fixed(tmp_path: Path) -> None:
+    lg = new_log(tmp_path)
+    b = make_batch(3)
+    struct.pack_into(">q", b, 35, 5)
+    rb = RecordBatch(b)
+    struct.pack_into(">I", b, 17, rb.compute_crc())  # valid CRC over a wrong max timestamp
+    lg.append_as_leader(b, 0, 0)
+    assert RecordBatch(b).max_timestamp == 1_700_000_000_002
+    RecordBatch(b).ensure_valid()
+
+
+def test_validation_errors(tmp_path: Path) -> None:
+    lg = new_log(tmp_path, **{"max.message.bytes": "2000", "segment.bytes": "1500"})
+    bad_crc = make_batch(2)
+    bad_crc[-1] ^= 0xFF
+    with pytest.raises(CorruptRecordError):
+        lg.append_as_leader(bad_crc, 0, 0)
+    bad_delta = make_batch(2)
+    struct.pack_into(">i", bad_delta, 23, 5)
+    struct.pack_into(">I", bad_delta, 17, RecordBatch(bad_delta).compute_crc())
+    with pytest.raises(InvalidRecordError):
+        lg.append_as_leader(bad_delta, 0, 0)
+    with pytest.raises(MessageTooLargeError):
+        lg.append_as_leader(make_batch(3, value_size=1000), 0, 0)
+    with pytest.raises(RecordBatchTooLargeError):
+        lg.append_as_leader(make_batch(2, value_size=800), 0, 0)
+    with pytest.raises(CorruptRecordError):
+        lg.append_as_leader(bytearray(b"\x00" * 30), 0, 0)
+    assert lg.log_end_offset == 0 and lg.active_segment.size == 0
+
+
+def test_offsets_by_timestamp(tmp_path: Path) -> None:
+    lg = new_log(tmp_path, **{"index.interval.bytes": "100"})
+    for i in range(20):
+        lg.append_as_leader(make_batch(5, ts=1000 + 10 * i * 5), 0, 0)  # record ts 1000 + 10*i*5 + j
+    assert lg.fetch_offset_by_timestamp(-2).offset == 0
+    assert lg.fetch_offset_by_timestamp(-1).offset == 100
+    mx = lg.fetch_offset_by_timestamp(-3)
+    assert (mx.timestamp, mx.offset) == (1000 + 10 * 19 * 5 + 4, 99)
+    hit = lg.fetch_offset_by_timestamp(1000 + 10 * 7 * 5 + 2)
+    assert (hit.timestamp, hit.offset) == (1000 + 10 * 7 * 5 + 2, 37)
+    assert lg.fetch_offset_by_timestamp(10**15) is None
+
+
+def test_delete_records_before_moves_log_start(tmp_path: Path) -> None:
+    lg = new_log(tmp_path, **{"segment.bytes": "1000"})
+    for _ in range(6):
+        lg.append_as_leader(make_batch(2, value_size=300), 0, 0)
+    bases = [s.base_offset for s in lg.segments]
+    assert len(bases) > 2
+    lg.delete_records_before(bases[2] + 1)
+    assert lg.log_start_offset == bases[2] + 1
+    assert lg.segments[0].base_offset == bases[2]
+    assert not (lg.dir / f"{bases[0]:020d}.log").exists()
+    with pytest.raises(OffsetOutOfRangeError):
+        lg.read(bases[2], 100)
+
+
+def test_log_manager_lifecycle(tmp_path: Path) -> None:
+    d1, d2 = tmp_path / "a", tmp_path / "b"
+    mgr = LogManager([d1, d2], LogConfig())
+    mgr.startup()
+    with pytest.raises(LogDirLockedError):
+        LogManager([d1], LogConfig()).startup()
+    a = mgr.create_log("x", 0, TOPIC_ID)
+    b = mgr.create_log("x", 1, TOPIC_ID, LogConfig.from_props({"segment.bytes": "4096"}))
+    assert {a.dir.parent, b.dir.parent} == {d1, d2}
+    a.become_leader(0)
+    a.append_as_leader(make_batch(3), 0, 0)
+    mgr.checkpoint_recovery_points()
+    mgr.checkpoint_high_watermarks()
+    hw_dir = a.dir.parent
+    assert (hw_dir / "replication-offset-checkpoint").read_bytes() == b"0\n1\nx 0 3\n"
+    moved = mgr.delete_log("x", 1, delay_ms=0)
+    assert moved is not None and not moved.exists() and mgr.get_log("x", 1) is None
+    mgr.shutdown(broker_epoch=42)
+    assert (hw_dir / ".kafka_cleanshutdown").read_bytes() == b'{"version":0,"brokerEpoch":42}'
+    assert not (hw_dir / ".lock").exists()
+    assert (hw_dir / "recovery-point-offset-checkpoint").read_bytes() == b"0\n1\nx 0 3\n"
+    mgr2 = LogManager([d1, d2], LogConfig())
+    mgr2.startup()
+    assert not (hw_dir / ".kafka_cleanshutdown").exists()
+    assert mgr2.get_log("x", 0).log_end_offset == 3 and mgr2.get_log("x", 0).recovery_point == 3
+    mgr2.shutdown()
+
+
+def test_lock_conflicts_with_another_process(tmp_path: Path) -> None:
+    import subprocess
+    import sys
+
+    mgr = LogManager([tmp_path], LogConfig())
+    mgr.startup()
+    code = ("import fcntl, os, sys; fd = os.open(sys.argv[1], os.O_RDWR)\n"
+            "try:\n    fcntl.lockf(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)\nexcept OSError:\n    sys.exit(3)\n")
+    assert subprocess.run([sys.executable, "-c", code, str(tmp_path / ".lock")]).returncode == 3
+    mgr.shutdown()
+    assert not (tmp_path / ".lock").exists()
