@@ -33,11 +33,13 @@ if TYPE_CHECKING:
 
 __all__ = [
     "DEFAULT_MAX_INFLATED_BYTES",
+    "XERIAL_MAGIC",
     "CompressionType",
     "CorruptRecordError",
     "InvalidRecordError",
     "compress",
     "decompress",
+    "xxh32_short",
 ]
 
 
@@ -335,12 +337,42 @@ def _lz4_decompress(data: Buffer, max_size: int, check_header_checksum: bool = T
 # zstd
 
 
+_ZSTD_MAGIC = b"\x28\xb5\x2f\xfd"
+_FCS_SIZES = (0, 2, 4, 8)
+_DICT_ID_SIZES = (0, 1, 2, 4)
+
+
+def _zstd_content_size(data: Buffer) -> int | None:
+    """Frame_Content_Size of the first zstd frame (RFC 8878 §3.1.1.1), or None if absent/unreadable."""
+    head = bytes(memoryview(data)[:18])
+    if len(head) < 5 or head[:4] != _ZSTD_MAGIC:
+        return None
+    fhd = head[4]
+    single_segment = bool(fhd & 0x20)
+    fcs_flag = fhd >> 6
+    fcs_size = 1 if (fcs_flag == 0 and single_segment) else _FCS_SIZES[fcs_flag]
+    if fcs_size == 0:
+        return None
+    pos = 5 + (0 if single_segment else 1) + _DICT_ID_SIZES[fhd & 0x03]
+    if len(head) < pos + fcs_size:
+        return None
+    value = int.from_bytes(head[pos : pos + fcs_size], "little")
+    return value + 256 if fcs_size == 2 else value
+
+
 def _zstd_decompress(data: Buffer, max_size: int) -> bytes:
     if len(memoryview(data)) == 0:
         raise CorruptRecordError("empty zstd stream")
     # cramjam decodes into a caller-sized buffer and fails when it would overflow it, so memory
-    # stays bounded by the buffer. Start small and grow geometrically up to max_size + 1.
-    cap = min(max_size + 1, max(64 * 1024, 8 * len(memoryview(data))))
+    # stays bounded by the buffer. Start with the frame's declared content size if it has one,
+    # else a guess, and grow geometrically up to max_size + 1.
+    declared = _zstd_content_size(data)
+    if declared is not None and declared > max_size:
+        raise CorruptRecordError(f"zstd frame declares {declared} bytes, more than {max_size}")
+    if declared is not None:
+        cap = max(declared, 1)
+    else:
+        cap = min(max_size + 1, max(64 * 1024, 8 * len(memoryview(data))))
     while True:
         buf = bytearray(cap)
         try:

@@ -110,6 +110,21 @@ def test_zstd_interoperates() -> None:
     assert decompress(CompressionType.ZSTD, bytes(cramjam.zstd.compress(data)) * 2) == data * 2
 
 
+def test_zstd_declared_content_size() -> None:
+    from odradek.wire.compression import _zstd_content_size
+
+    z = bytes(cramjam.zstd.compress(bytes(2 << 20)))
+    assert _zstd_content_size(z) == 2 << 20
+    with pytest.raises(CorruptRecordError, match="declares"):
+        decompress(CompressionType.ZSTD, z, 1 << 20)
+    assert decompress(CompressionType.ZSTD, z, 2 << 20) == bytes(2 << 20)
+    # a frame that lies about its size (declares less) is still bounded and fails cleanly
+    lying = bytearray(bytes(cramjam.zstd.compress(bytes(5000))))
+    assert _zstd_content_size(lying) == 5000
+    with pytest.raises(CorruptRecordError):
+        decompress(CompressionType.ZSTD, bytes(lying[:5]) + bytes([0x10, 0x00]) + bytes(lying[7:]), 1 << 20)
+
+
 def test_unknown_codec() -> None:
     with pytest.raises(CorruptRecordError):
         decompress(6, b"abc")
