@@ -338,6 +338,7 @@ def _trunc(what: str, pos: int) -> ProtocolError:
 
 
 def _records_size(v) -> int:
+    # FileSlice is tested before list/tuple: it is a NamedTuple
     if isinstance(v, (bytes, bytearray)):
         return len(v)
     if isinstance(v, memoryview):
@@ -351,15 +352,15 @@ def _records_size(v) -> int:
 
 def _records_parts(out: bytearray, chunks: list, v) -> bytearray:
     """Append records payload ``v``: small buffers inline, big ones and FileSlices as own chunks."""
-    if isinstance(v, (list, tuple)):
-        for x in v:
-            out = _records_parts(out, chunks, x)
-        return out
-    if isinstance(v, FileSlice):
+    if isinstance(v, FileSlice):  # before the list/tuple case: a FileSlice is a NamedTuple
         if v.size:
             chunks.append(out)
             chunks.append(v)
             return bytearray()
+        return out
+    if isinstance(v, (list, tuple)):
+        for x in v:
+            out = _records_parts(out, chunks, x)
         return out
     n = v.nbytes if isinstance(v, memoryview) else len(v)
     if n <= INLINE_RECORDS_MAX:
