@@ -885,9 +885,12 @@ class RecordBatch:
         for CreateTime) and maxTimestamp, then recompute the CRC. A no-op (CRC untouched) when both
         already have these values, as in Kafka."""
         attrs = self.attributes
-        new_attrs = (attrs | _TIMESTAMP_TYPE_BIT) if log_append_time else (attrs & ~_TIMESTAMP_TYPE_BIT)
-        if new_attrs == attrs and self.max_timestamp == max_timestamp:
+        if bool(attrs & _TIMESTAMP_TYPE_BIT) == log_append_time and self.max_timestamp == max_timestamp:
             return
+        # Kafka recomputes the attributes from their parts, so unused bits 7-15 come out cleared.
+        new_attrs = attrs & (_CODEC_MASK | _TRANSACTIONAL_BIT | _CONTROL_BIT | _DELETE_HORIZON_BIT)
+        if log_append_time:
+            new_attrs |= _TIMESTAMP_TYPE_BIT
         _H.pack_into(self._mv, _OFF_ATTRIBUTES, new_attrs)
         _Q.pack_into(self._mv, _OFF_MAX_TIMESTAMP, max_timestamp)
         _U.pack_into(self._mv, _OFF_CRC, self.compute_crc())

@@ -148,6 +148,14 @@ def test_patches() -> None:
     assert b.crc == crc and b.timestamp_type is TimestampType.CREATE_TIME
     with pytest.raises(TypeError):
         RecordBatch(bytes(buf)).set_base_offset(1)  # read-only memory
+    # unused attribute bits are dropped when Kafka rewrites the attributes
+    odd = bytearray(build_batch(RECS, is_transactional=True, producer_id=1, producer_epoch=0, base_sequence=0))
+    odd[21] |= 0x80
+    ob = RecordBatch(odd)
+    ob.set_max_timestamp(1005, log_append_time=False)  # nothing to change: bytes kept
+    assert ob.attributes & 0x8000
+    ob.set_max_timestamp(7, log_append_time=True)
+    assert ob.attributes == 0x18 and ob.is_valid()
 
 
 def test_ensure_valid_errors() -> None:
