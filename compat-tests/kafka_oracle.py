@@ -760,7 +760,7 @@ class JavaClient:
         key_format: str | None = "key-%d",
         value_format: str = "value-%d",
         headers: Mapping[str, str] | None = None,
-        idempotence: bool = True,
+        idempotence: bool | None = None,
         partition: int | None = None,
         timestamp: int | None = None,
         value_size: int | None = None,
@@ -773,6 +773,7 @@ class JavaClient:
         """Produce ``count`` records; ``%d`` in formats becomes the record's index (0-based).
 
         ``key_format=None`` sends null keys. ``headers`` maps header name to a value format.
+        ``idempotence=None`` keeps the Java client's default: on, unless ``acks`` is not ``all``.
         ``timestamp`` sets record i's timestamp to ``timestamp + i`` (else the producer's clock).
         Returns the summary ``{"produced", "acks": [{"partition", "offset", "timestamp"}, ...]}``.
         """
@@ -787,7 +788,9 @@ class JavaClient:
             "--compression",
             compression,
         ]
-        args += ["--value-format", value_format, "--idempotence", str(idempotence).lower()]
+        args += ["--value-format", value_format]
+        if idempotence is not None:
+            args += ["--idempotence", str(idempotence).lower()]
         args += ["--key-format", key_format] if key_format is not None else ["--null-keys"]
         for name, fmt in (headers or {}).items():
             args += ["--header", f"{name}={fmt}"]
@@ -815,6 +818,7 @@ class JavaClient:
         start: str = "earliest",
         max_records: int | None = None,
         idle_timeout_ms: int = 5000,
+        total_timeout_ms: int = 60_000,
         partitions: Sequence[int] | None = None,
         group: str | None = None,
         isolation: str = "read_uncommitted",
@@ -824,9 +828,11 @@ class JavaClient:
         """Read records. ``start`` is ``earliest``, ``latest``, ``offset:N`` or ``timestamp:MS``.
 
         Without ``group`` the driver assigns partitions itself (no rebalance delay); it stops
-        after ``max_records`` or when ``idle_timeout_ms`` passes with nothing new.
+        after ``max_records``, when ``idle_timeout_ms`` passes with nothing new (time spent
+        joining ``group`` does not count), or after ``total_timeout_ms``.
         """
         args = ["consume", "--topic", topic, "--from", start, "--idle-timeout-ms", str(idle_timeout_ms)]
+        args += ["--timeout-ms", str(total_timeout_ms)]
         args += ["--isolation", isolation]
         if max_records is not None:
             args += ["--max-records", str(max_records)]
@@ -852,7 +858,7 @@ class JavaClient:
         replication_factor: int = 1,
         config: Mapping[str, object] | None = None,
     ) -> dict[str, object]:
-        """CreateTopics; returns ``{"topic", "topic_id", "partitions"}``."""
+        """CreateTopics with topic ``config``; returns ``{"topic", "topic_id", "partitions"}``."""
         args = [
             "--topic",
             topic,
@@ -862,7 +868,7 @@ class JavaClient:
             str(replication_factor),
         ]
         for k, v in (config or {}).items():
-            args += ["--config", f"{k}={v}"]
+            args += ["--topic-config", f"{k}={v}"]
         return self.admin("create-topic", *args)
 
     def list_topics(self, internal: bool = False) -> list[str]:
