@@ -255,7 +255,9 @@ class PartitionLog:
         for p in sorted(self.dir.glob("*" + files.LOG_SUFFIX + files.SWAP_SUFFIX)):
             base = files.offset_from_file_name(p.name)
             seg = LogSegment(self.dir, base, self.config, file_suffix=files.SWAP_SUFFIX, create=False)
-            next_offset = seg.read_next_offset()
+            next_offset = base
+            for _pos, h in seg.iter_headers(0):  # header scan only: no index files get created
+                next_offset = h.base_offset + h.last_offset_delta + 1
             seg.close_handlers()
             for old in sorted(self.dir.glob("*" + files.LOG_SUFFIX)):
                 ob = files.offset_from_file_name(old.name)

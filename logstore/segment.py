@@ -320,9 +320,10 @@ class LogSegment:
                     if on_batch is not None:
                         on_batch(batch)
             except (CorruptRecordError, InvalidRecordError) as e:
-                problem = e
+                # keep only the text: the traceback would pin views of the mmap we close below
+                problem = str(e)
                 log.warning("Found invalid messages in log segment %s at byte offset %d: %s",
-                            self.log_path, valid_bytes, e)
+                            self.log_path, valid_bytes, problem)
             finally:
                 # every view of the mmap must be gone before it can be closed
                 batch = None
