@@ -76,6 +76,8 @@ __all__ = [
     "increment_sequence",
     "iter_batches",
     "iter_legacy_messages",
+    "iter_log_entries",
+    "legacy_inner_messages",
     "next_batch_size",
     "parse_batch_header",
     "parse_control_record_key",
@@ -977,15 +979,7 @@ def iter_batches(buf: Buffer, start: int = 0, end: int | None = None) -> Iterato
     mv = _as_bytes_view(buf)
     stop = len(mv) if end is None else min(end, len(mv))
     pos = start
-    while stop - pos > HEADER_SIZE_UP_TO_MAGIC:
-        _, length = _PREFIX.unpack_from(mv, pos)
-        if length < MIN_ENTRY_SIZE:
-            raise CorruptRecordError(
-                f"found record size {length} smaller than minimum record overhead ({MIN_ENTRY_SIZE})", offset=pos
-            )
-        size = length + LOG_OVERHEAD
-        if size > stop - pos:
-            return
+    while (size := _entry_size(mv, pos, stop)) is not None:
         magic = mv[pos + _OFF_MAGIC]
         if magic < MAGIC_V2:
             raise CorruptRecordError(f"legacy magic {magic} batch; use iter_legacy_messages", offset=pos)
@@ -1256,35 +1250,47 @@ _LEGACY_V0 = struct.Struct(">qiIbb")  # offset, size, crc, magic, attributes (18
 _LEGACY_TS = struct.Struct(">q")
 
 
+def _legacy_entry_at(mv: memoryview, pos: int, size: int) -> LegacyMessage:
+    """Decode the v0/v1 entry of ``size`` bytes (already bounds-checked) at ``pos``."""
+    offset, _, crc, magic, attrs = _LEGACY_V0.unpack_from(mv, pos)
+    if magic not in (0, 1):
+        raise CorruptRecordError(f"invalid magic {magic} in a legacy message set", offset=pos)
+    p = pos + 18
+    end = pos + size
+    ts = NO_TIMESTAMP
+    tt = TimestampType.NO_TIMESTAMP_TYPE
+    if magic == 1:
+        if end - p < 8:
+            raise CorruptRecordError("truncated v1 message", offset=pos)
+        (ts,) = _LEGACY_TS.unpack_from(mv, p)
+        p += 8
+        tt = TimestampType.LOG_APPEND_TIME if attrs & _TIMESTAMP_TYPE_BIT else TimestampType.CREATE_TIME
+    key, p = _legacy_bytes(mv, p, end)
+    value, p = _legacy_bytes(mv, p, end)
+    if p != end:
+        raise CorruptRecordError("legacy message size does not match its key and value", offset=pos)
+    valid = (zlib.crc32(mv[pos + 16 : end]) & 0xFFFFFFFF) == crc
+    return LegacyMessage(offset, pos, size, magic, crc, attrs & 0xFF, ts, tt, key, value, valid)
+
+
+def _entry_size(mv: memoryview, pos: int, stop: int) -> int | None:
+    # FileLogInputStream's framing, shared by both formats
+    if stop - pos <= HEADER_SIZE_UP_TO_MAGIC:
+        return None
+    _, length = _PREFIX.unpack_from(mv, pos)
+    if length < MIN_ENTRY_SIZE:
+        raise CorruptRecordError(
+            f"found record size {length} smaller than minimum record overhead ({MIN_ENTRY_SIZE})", offset=pos
+        )
+    size = length + LOG_OVERHEAD
+    return None if size > stop - pos else size
+
+
 def _legacy_entries(mv: memoryview, start: int, stop: int) -> Iterator[LegacyMessage]:
     pos = start
-    while stop - pos > HEADER_SIZE_UP_TO_MAGIC:
-        offset, length = _PREFIX.unpack_from(mv, pos)
-        if length < MIN_ENTRY_SIZE:
-            raise CorruptRecordError(f"found record size {length} smaller than minimum record overhead ({MIN_ENTRY_SIZE})")
-        size = length + LOG_OVERHEAD
-        if size > stop - pos:
-            return
-        _, _, crc, magic, attrs = _LEGACY_V0.unpack_from(mv, pos)
-        if magic not in (0, 1):
-            raise CorruptRecordError(f"invalid magic {magic} in a legacy message set")
-        p = pos + 18
-        end = pos + size
-        ts = NO_TIMESTAMP
-        tt = TimestampType.NO_TIMESTAMP_TYPE
-        if magic == 1:
-            if end - p < 8:
-                raise CorruptRecordError("truncated v1 message")
-            (ts,) = _LEGACY_TS.unpack_from(mv, p)
-            p += 8
-            tt = TimestampType.LOG_APPEND_TIME if attrs & _TIMESTAMP_TYPE_BIT else TimestampType.CREATE_TIME
-        key, p = _legacy_bytes(mv, p, end)
-        value, p = _legacy_bytes(mv, p, end)
-        if p != end:
-            raise CorruptRecordError("legacy message size does not match its key and value")
-        valid = (zlib.crc32(mv[pos + 16 : end]) & 0xFFFFFFFF) == crc
-        yield LegacyMessage(offset, pos, size, magic, crc, attrs & 0xFF, ts, tt, key, value, valid)
-        pos = end
+    while (size := _entry_size(mv, pos, stop)) is not None:
+        yield _legacy_entry_at(mv, pos, size)
+        pos += size
 
 
 def _legacy_bytes(mv: memoryview, p: int, end: int) -> tuple[bytes | None, int]:
@@ -1318,23 +1324,63 @@ def iter_legacy_messages(
     mv = _as_bytes_view(buf)
     stop = len(mv) if end is None else min(end, len(mv))
     for entry in _legacy_entries(mv, start, stop):
-        codec = entry.compression
-        if not deep or codec is CompressionType.NONE:
+        if not deep or entry.attributes & _CODEC_MASK == 0:
             yield entry
-            continue
-        if entry.value is None:
-            raise CorruptRecordError("compressed legacy wrapper without a value")
-        inner_bytes = decompress(codec, entry.value, max_inflated_size, legacy_lz4=True)
-        inner = list(_legacy_entries(memoryview(inner_bytes), 0, len(inner_bytes)))
-        if not inner:
-            raise CorruptRecordError("compressed legacy wrapper holds no messages")
-        shift = 0
-        if entry.magic == 1:
-            shift = entry.offset - inner[-1].offset
-        for m in inner:
-            if m.compression is not CompressionType.NONE:
-                raise CorruptRecordError("nested compression in a legacy message set")
-            ts, tt = m.timestamp, m.timestamp_type
-            if entry.magic == 1 and entry.timestamp_type == TimestampType.LOG_APPEND_TIME:
-                ts, tt = entry.timestamp, TimestampType.LOG_APPEND_TIME
-            yield m._replace(offset=m.offset + shift, position=entry.position, timestamp=ts, timestamp_type=tt)
+        else:
+            yield from legacy_inner_messages(entry, max_inflated_size)
+
+
+def legacy_inner_messages(
+    wrapper: LegacyMessage, max_inflated_size: int = DEFAULT_MAX_INFLATED_BYTES
+) -> list[LegacyMessage]:
+    """The messages inside a compressed v0/v1 wrapper, with absolute offsets (see
+    :func:`iter_legacy_messages`). The lz4 header checksum is not checked (broken in old producers)."""
+    codec = wrapper.compression
+    if codec is CompressionType.NONE:
+        return [wrapper]
+    if wrapper.value is None:
+        raise CorruptRecordError("compressed legacy wrapper without a value", offset=wrapper.position)
+    inner_bytes = decompress(codec, wrapper.value, max_inflated_size, legacy_lz4=True)
+    imv = memoryview(inner_bytes)
+    inner = []
+    pos = 0
+    while pos < len(imv):
+        size = _entry_size(imv, pos, len(imv))
+        if size is None:
+            raise CorruptRecordError("truncated message inside a compressed legacy wrapper", offset=wrapper.position)
+        inner.append(_legacy_entry_at(imv, pos, size))
+        pos += size
+    if not inner:
+        raise CorruptRecordError("compressed legacy wrapper holds no messages", offset=wrapper.position)
+    shift = wrapper.offset - inner[-1].offset if wrapper.magic == 1 else 0
+    lat = wrapper.magic == 1 and wrapper.timestamp_type == TimestampType.LOG_APPEND_TIME
+    out = []
+    for m in inner:
+        if m.attributes & _CODEC_MASK:
+            raise CorruptRecordError("nested compression in a legacy message set", offset=wrapper.position)
+        ts, tt = (wrapper.timestamp, TimestampType.LOG_APPEND_TIME) if lat else (m.timestamp, m.timestamp_type)
+        out.append(m._replace(offset=m.offset + shift, position=wrapper.position, timestamp=ts, timestamp_type=tt))
+    return out
+
+
+def iter_log_entries(buf: Buffer, start: int = 0, end: int | None = None) -> Iterator[RecordBatch | LegacyMessage]:
+    """Shallow iteration over a segment that may mix formats (old logs upgraded from v0/v1 to v2):
+    a :class:`RecordBatch` per v2 batch, a :class:`LegacyMessage` per v0/v1 entry (compressed
+    wrappers as they are; open them with :func:`legacy_inner_messages`). Same end-of-log and
+    corruption rules as :func:`iter_batches`. For the dump tool; the broker reads only v2.
+    """
+    mv = _as_bytes_view(buf)
+    stop = len(mv) if end is None else min(end, len(mv))
+    pos = start
+    while (size := _entry_size(mv, pos, stop)) is not None:
+        if mv[pos + _OFF_MAGIC] < MAGIC_V2:
+            yield _legacy_entry_at(mv, pos, size)
+        else:
+            if size < BATCH_OVERHEAD:
+                raise CorruptRecordError(
+                    f"record batch is corrupt (the size {size} is smaller than the minimum allowed overhead "
+                    f"{BATCH_OVERHEAD})",
+                    offset=pos,
+                )
+            yield RecordBatch(mv[:stop], pos)
+        pos += size

@@ -26,6 +26,8 @@ from odradek.wire.records import (
     increment_sequence,
     iter_batches,
     iter_legacy_messages,
+    iter_log_entries,
+    legacy_inner_messages,
     next_batch_size,
     parse_batch_header,
     parse_control_record_key,
@@ -403,3 +405,27 @@ def test_legacy_corrupt() -> None:
     m[-4:-3] = b"\x7f"  # value length no longer matches (still inside the message)
     with pytest.raises(CorruptRecordError):
         list(iter_legacy_messages(bytes(m)))
+
+
+def test_mixed_format_segment() -> None:
+    """An old segment: v1 entries (one a gzip wrapper) followed by v2 batches after an upgrade."""
+    from odradek.wire.compression import compress
+
+    v1 = _legacy(0, 1, 0, 10, b"a", None)
+    inner = b"".join(_legacy(i, 1, 0, 20 + i, b"w%d" % i, None) for i in range(2))
+    wrapper = _legacy(2, 1, int(CompressionType.GZIP), 30, compress(CompressionType.GZIP, inner), None)
+    v2 = build_batch(RECS, base_offset=3)
+    log = v1 + wrapper + v2
+    entries = list(iter_log_entries(log + v2[:30]))
+    assert [type(e).__name__ for e in entries] == ["LegacyMessage", "LegacyMessage", "RecordBatch"]
+    assert [e.position for e in entries] == [0, len(v1), len(v1) + len(wrapper)]
+    assert [m.offset for m in legacy_inner_messages(entries[1])] == [1, 2]  # type: ignore[arg-type]
+    assert legacy_inner_messages(entries[0]) == [entries[0]]  # type: ignore[arg-type]
+    assert entries[2].base_offset == 3  # type: ignore[union-attr]
+    with pytest.raises(CorruptRecordError):
+        list(iter_log_entries(log + struct.pack(">qi", 0, 3) + b"\x00" * 20))
+    # trailing garbage inside a compressed wrapper is not silently dropped
+    for junk, msg in ((b"\x00" * 20, "minimum"), (b"\x01" * 5, "truncated")):
+        bad = _legacy(2, 1, int(CompressionType.GZIP), 30, compress(CompressionType.GZIP, inner + junk), None)
+        with pytest.raises(CorruptRecordError, match=msg):
+            list(iter_legacy_messages(bad))
