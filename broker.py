@@ -1,0 +1,135 @@
+"""The broker's state: configuration, the log manager, topic metadata and coordinators.
+
+Handlers reach everything through one `Broker`. Background work (checkpoints, flushes,
+retention) runs in the server's nursery so that shutdown cancels it cleanly.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from typing import Any
+
+import trio
+
+from . import storage
+from .cluster_metadata import ClusterMetadata, Topic
+from .config import BrokerConfig
+from .handlers.fetch_sessions import FetchSessionCache
+from .handlers.producer_ids import ProducerIdManager
+from .logstore.config import LogConfig
+from .logstore.partition_log import PartitionLog
+
+log = logging.getLogger(__name__)
+
+
+def now_ms() -> int:
+    return time.time_ns() // 1_000_000
+
+
+class Broker:
+    """One Odradek node: a combined KRaft broker and controller with one replica per partition."""
+
+    def __init__(self, config: BrokerConfig) -> None:
+        self.config = config
+        self.node_id = config.node_id
+        self.bound_addresses: list[tuple[str, int]] = []
+        self.cluster_id = ""
+        self.log_manager: Any = None
+        self.metadata: ClusterMetadata | None = None
+        self.leader_epoch = 0
+        # Set on every append; long-polling fetches wait on it.
+        self._data_appended = trio.Event()
+        # Group and transaction coordinators (objects with async startup/shutdown).
+        self.coordinators: dict[str, Any] = {}
+        self.fetch_sessions = FetchSessionCache()
+        self.producer_ids: ProducerIdManager | None = None
+
+    # ------------------------------------------------------------------ lifecycle
+
+    async def startup(self) -> None:
+        """Format the storage if needed, load (and recover) every log, replay the metadata."""
+        storage.ensure_formatted(self.config)
+        self.cluster_id = storage.read_cluster_id(self.config)
+        self.default_log_config = storage.default_log_config(self.config)
+        self.log_manager = storage.open_log_manager(self.config, self.topic_log_config_by_name)
+        await trio.to_thread.run_sync(self.log_manager.startup)
+        self.metadata = ClusterMetadata.load(self)
+        self.producer_ids = ProducerIdManager.after_logs(self.log_manager.all_logs())
+        for name in ("groups", "transactions"):
+            coordinator = self.coordinators.get(name)
+            if coordinator is not None:
+                await coordinator.startup()
+
+    async def shutdown(self) -> None:
+        """Clean shutdown: flush, trim indexes, write snapshots, checkpoints and the clean marker."""
+        for coordinator in self.coordinators.values():
+            await coordinator.shutdown()
+        if self.log_manager is not None:
+            await trio.to_thread.run_sync(self.log_manager.shutdown)
+            self.log_manager = None
+        log.info("Odradek broker %s shut down cleanly", self.node_id)
+
+    async def run_background_tasks(self) -> None:
+        """Periodic checkpoints and time-based flushes, like Kafka's scheduler."""
+        cfg = self.config
+        hw_interval = int(cfg.get("replica.high.watermark.checkpoint.interval.ms")) / 1000
+        rp_interval = int(cfg.get("log.flush.offset.checkpoint.interval.ms")) / 1000
+        async with trio.open_nursery() as nursery:
+            nursery.start_soon(self._every, hw_interval, self.log_manager.checkpoint_high_watermarks)
+            nursery.start_soon(self._every, rp_interval, self.log_manager.checkpoint_recovery_points)
+            nursery.start_soon(self._every, rp_interval, self.log_manager.checkpoint_log_start_offsets)
+            flush_ms = cfg.log_flush_interval_ms
+            if flush_ms < 2**62:
+                nursery.start_soon(self._every, max(flush_ms, 1) / 1000, self._flush_due_logs)
+
+    async def _every(self, seconds: float, func: Any) -> None:
+        while True:
+            await trio.sleep(seconds)
+            try:
+                await trio.to_thread.run_sync(func)
+            except Exception:
+                log.exception("Background task %s failed", getattr(func, "__name__", func))
+
+    def _flush_due_logs(self) -> None:
+        for partition_log in self.log_manager.all_logs():
+            partition_log.flush()
+
+    # ------------------------------------------------------------------ appends and waits
+
+    def notify_appended(self) -> None:
+        """Wake long-polling fetches: new data may be readable."""
+        self._data_appended.set()
+        self._data_appended = trio.Event()
+
+    async def wait_for_append(self, timeout_s: float) -> bool:
+        """Wait until something is appended or the timeout passes; True if woken by an append."""
+        event = self._data_appended
+        with trio.move_on_after(timeout_s):
+            await event.wait()
+            return True
+        return False
+
+    # ------------------------------------------------------------------ topics
+
+    def topic_log_config(self, topic: Topic) -> LogConfig:
+        """Effective log config of a topic: its overrides on top of the broker-wide defaults."""
+        return LogConfig.from_props(topic.configs, base=self.default_log_config)
+
+    def topic_log_config_by_name(self, name: str) -> LogConfig | None:
+        topic = self.metadata.get(name) if self.metadata is not None else None
+        return self.topic_log_config(topic) if topic is not None else None
+
+    def open_partition_log(self, topic: Topic, partition: int) -> PartitionLog:
+        """Create (or get) a partition's log; this node leads it at the current leader epoch."""
+        partition_log = self.log_manager.create_log(
+            topic.name, partition, topic.topic_id.bytes, self.topic_log_config(topic)
+        )
+        partition_log.become_leader(self.leader_epoch)
+        return partition_log
+
+    def reconfigure_topic(self, topic: Topic) -> None:
+        self.log_manager.update_topic_config(topic.name, self.topic_log_config(topic))
+
+    def partition_log(self, topic: str, partition: int) -> PartitionLog | None:
+        return self.log_manager.get_log(topic, partition)

@@ -1,0 +1,87 @@
+"""The `odradek` command: `serve` (like kafka-server-start.sh) and the tools.
+
+Subcommands are shaped like Kafka's scripts so Kafka users recognise them.
+"""
+
+from __future__ import annotations
+
+import argparse
+import logging
+import sys
+from collections.abc import Sequence
+
+LOG_FORMAT = "[%(asctime)s] %(levelname)s %(message)s (%(name)s)"
+
+
+def _serve(args: argparse.Namespace) -> int:
+    import trio
+
+    from .broker import Broker
+    from .config import BrokerConfig, ConfigError
+    from .handlers.registry import load_handlers
+    from .server import run_broker
+
+    try:
+        config = BrokerConfig.load(args.properties, args.override or [])
+    except (ConfigError, OSError) as exc:
+        print(f"odradek serve: {exc}", file=sys.stderr)
+        return 1
+    load_handlers()
+    broker = Broker(config)
+    try:
+        trio.run(run_broker, broker)
+    except KeyboardInterrupt:
+        pass
+    return 0
+
+
+def _dump_log(args: argparse.Namespace, rest: list[str]) -> int:
+    from .tools.dump_log import main as dump_log_main
+
+    return dump_log_main(rest)
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog="odradek",
+        description="Odradek: a Kafka broker in Python that stock Kafka clients talk to unmodified.",
+    )
+    parser.add_argument(
+        "--log-level",
+        default="INFO",
+        help="root log level (DEBUG, INFO, WARN, ERROR), like log4j.rootLogger",
+    )
+    sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
+    serve = sub.add_parser(
+        "serve",
+        help="start the broker (like kafka-server-start.sh)",
+        description="Start the broker. With no arguments: PLAINTEXT on 127.0.0.1:9092, data in ./odradek-data.",
+    )
+    serve.add_argument("properties", nargs="?", help="a Kafka server.properties file")
+    serve.add_argument(
+        "--override",
+        action="append",
+        metavar="key=value",
+        help="override a config from the properties file (repeatable)",
+    )
+    serve.set_defaults(func=_serve)
+    dump = sub.add_parser(
+        "dump-log",
+        help="print Kafka log segments, indexes and snapshots (like kafka-dump-log.sh)",
+        add_help=False,
+    )
+    dump.set_defaults(func=None, passthrough=_dump_log)
+    return parser
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    argv = list(sys.argv[1:] if argv is None else argv)
+    parser = build_parser()
+    args, rest = parser.parse_known_args(argv)
+    level = getattr(logging, str(args.log_level).upper().replace("WARN", "WARNING"), logging.INFO)
+    logging.basicConfig(level=level, format=LOG_FORMAT, stream=sys.stderr)
+    if getattr(args, "passthrough", None) is not None:
+        return args.passthrough(args, rest)
+    if rest:
+        parser.error(f"unrecognized arguments: {' '.join(rest)}")
+    return args.func(args)

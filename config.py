@@ -1,0 +1,302 @@
+"""Broker configuration: Kafka's config names, their defaults and `server.properties` parsing.
+
+Odradek reads the same `server.properties` files Kafka does. Keys it does not know are
+logged and kept (people paste their Kafka files), never fatal. Topic-level configs and
+their broker-level synonyms live in `logstore.config.LogConfig`.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Callable, Iterable, Mapping
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+log = logging.getLogger(__name__)
+
+INT_MAX = 2**31 - 1
+LONG_MAX = 2**63 - 1
+
+
+def _bool(value: str) -> bool:
+    text = value.strip().lower()
+    if text in ("true", "false"):
+        return text == "true"
+    raise ValueError(f"expected true or false, got {value!r}")
+
+
+def _list(value: str) -> list[str]:
+    return [item.strip() for item in value.split(",") if item.strip()]
+
+
+def _long(value: str) -> int:
+    return int(value.strip())
+
+
+def _str(value: str) -> str:
+    return value.strip()
+
+
+@dataclass(frozen=True)
+class ConfigKey:
+    """One config key: its Kafka name, parser, default and what it means."""
+
+    name: str
+    parse: Callable[[str], Any]
+    default: Any
+    doc: str
+    kafka_type: str = "STRING"
+
+
+def _keys(*items: ConfigKey) -> dict[str, ConfigKey]:
+    return {k.name: k for k in items}
+
+
+def _k(name: str, parse: Callable[[str], Any], default: Any, doc: str) -> ConfigKey:
+    kafka_type = {
+        _long: "LONG",
+        _bool: "BOOLEAN",
+        _list: "LIST",
+        _str: "STRING",
+    }.get(parse, "STRING")
+    return ConfigKey(name, parse, default, doc, kafka_type)
+
+
+#: Broker configs Odradek understands, with Kafka's defaults (except log.dirs, whose
+#: default is an embedded data dir so `odradek serve` works with no arguments).
+BROKER_CONFIGS: dict[str, ConfigKey] = _keys(
+    _k("node.id", _long, 1, "The node id of this broker."),
+    _k("broker.id", _long, None, "Alias of node.id (ZooKeeper-era name)."),
+    _k("process.roles", _list, ["broker", "controller"], "Roles of this node; Odradek is always a combined node."),
+    _k("listeners", _list, ["PLAINTEXT://127.0.0.1:9092"], "Listener URIs the broker binds to."),
+    _k("advertised.listeners", _list, None, "Listener URIs given to clients in Metadata; defaults to listeners."),
+    _k("listener.security.protocol.map", _list, None, "Listener name to security protocol map."),
+    _k("controller.listener.names", _list, None, "Accepted for compatibility; Odradek has no separate controller listener."),
+    _k("controller.quorum.voters", _list, None, "Accepted for compatibility (single-node KRaft)."),
+    _k("inter.broker.listener.name", _str, None, "Accepted for compatibility."),
+    _k("log.dirs", _list, None, "Directories holding the partition logs."),
+    _k("log.dir", _list, ["./odradek-data"], "Log directory, used when log.dirs is not set."),
+    _k("metadata.log.dir", _str, None, "Directory of the KRaft metadata log; defaults to the first log dir."),
+    _k("num.partitions", _long, 1, "Default partition count of auto-created topics."),
+    _k("default.replication.factor", _long, 1, "Default replication factor (Odradek has one replica)."),
+    _k("auto.create.topics.enable", _bool, True, "Create unknown topics when a client asks for their metadata."),
+    _k("delete.topic.enable", _bool, True, "Allow DeleteTopics."),
+    _k("log.segment.bytes", _long, 1073741824, "Maximum size of a segment file."),
+    _k("log.roll.ms", _long, None, "Time after which a segment is rolled (overrides log.roll.hours)."),
+    _k("log.roll.hours", _long, 168, "Time after which a segment is rolled."),
+    _k("log.roll.jitter.ms", _long, None, "Maximum random jitter subtracted from the roll time."),
+    _k("log.roll.jitter.hours", _long, 0, "Maximum random jitter subtracted from the roll time, in hours."),
+    _k("log.index.interval.bytes", _long, 4096, "Bytes between two offset index entries."),
+    _k("log.index.size.max.bytes", _long, 10485760, "Size of an active segment's offset index file."),
+    _k("log.retention.ms", _long, None, "Retention time (overrides minutes and hours); -1 keeps forever."),
+    _k("log.retention.minutes", _long, None, "Retention time in minutes (overrides hours)."),
+    _k("log.retention.hours", _long, 168, "Retention time in hours."),
+    _k("log.retention.bytes", _long, -1, "Maximum partition size before old segments are deleted; -1 = no limit."),
+    _k("log.retention.check.interval.ms", _long, 300000, "How often retention is checked."),
+    _k("log.cleanup.policy", _list, ["delete"], "delete, compact or both."),
+    _k("log.cleaner.enable", _bool, True, "Run the log cleaner for compacted topics."),
+    _k("log.flush.interval.messages", _long, LONG_MAX, "Messages appended before the log is fsynced."),
+    _k("log.flush.interval.ms", _long, None, "Maximum time data stays unflushed; defaults to log.flush.scheduler.interval.ms."),
+    _k("log.flush.scheduler.interval.ms", _long, LONG_MAX, "How often logs are checked for a time-based flush."),
+    _k("log.flush.offset.checkpoint.interval.ms", _long, 60000, "How often the recovery point checkpoint is written."),
+    _k("log.flush.start.offset.checkpoint.interval.ms", _long, 60000, "How often the log start offset checkpoint is written."),
+    _k("replica.high.watermark.checkpoint.interval.ms", _long, 5000, "How often high watermarks are checkpointed."),
+    _k("log.message.timestamp.type", _str, "CreateTime", "CreateTime or LogAppendTime."),
+    _k("log.message.timestamp.before.max.ms", _long, LONG_MAX, "How far in the past a record timestamp may be."),
+    _k("log.message.timestamp.after.max.ms", _long, 3600000, "How far in the future a record timestamp may be."),
+    _k("log.segment.delete.delay.ms", _long, 60000, "Delay before a deleted segment's files are removed."),
+    _k("log.preallocate", _bool, False, "Preallocate segment files."),
+    _k("message.max.bytes", _long, 1048588, "Largest record batch the broker accepts."),
+    _k("compression.type", _str, "producer", "Final compression of topic data; producer keeps the producer's."),
+    _k("socket.request.max.bytes", _long, 104857600, "Largest request frame the broker reads."),
+    _k("connections.max.idle.ms", _long, 600000, "Idle connections are closed after this long."),
+    _k("max.connections.per.ip", _long, INT_MAX, "Maximum connections from one address."),
+    _k("queued.max.requests", _long, 500, "Requests buffered per connection before reading pauses."),
+    _k("offsets.topic.num.partitions", _long, 50, "Partitions of __consumer_offsets."),
+    _k("offsets.topic.replication.factor", _long, 1, "Accepted for compatibility."),
+    _k("offsets.topic.segment.bytes", _long, 104857600, "segment.bytes of __consumer_offsets."),
+    _k("offsets.retention.minutes", _long, 10080, "How long committed offsets of empty groups are kept."),
+    _k("group.initial.rebalance.delay.ms", _long, 3000, "Delay of the first rebalance of a new group."),
+    _k("group.min.session.timeout.ms", _long, 6000, "Smallest session timeout a member may ask for."),
+    _k("group.max.session.timeout.ms", _long, 1800000, "Largest session timeout a member may ask for."),
+    _k("transaction.state.log.num.partitions", _long, 50, "Partitions of __transaction_state."),
+    _k("transaction.state.log.replication.factor", _long, 1, "Accepted for compatibility."),
+    _k("transaction.state.log.min.isr", _long, 1, "Accepted for compatibility."),
+    _k("transaction.state.log.segment.bytes", _long, 104857600, "segment.bytes of __transaction_state."),
+    _k("transaction.max.timeout.ms", _long, 900000, "Largest transaction timeout a producer may ask for."),
+    _k("cluster.id", _str, None, "Cluster id used when the storage is formatted on first start."),
+)
+
+class ConfigError(ValueError):
+    """A config value that cannot be parsed or makes no sense."""
+
+
+def parse_properties(text: str) -> dict[str, str]:
+    """Parse Java `.properties` text (`key=value`, `key: value`, `#`/`!` comments, `\\` continuations)."""
+    result: dict[str, str] = {}
+    logical: list[str] = []
+    pending = ""
+    for raw in text.splitlines():
+        line = raw.lstrip() if not pending else raw.lstrip()
+        if not pending and (not line or line[0] in "#!"):
+            continue
+        # An odd number of trailing backslashes continues the line.
+        stripped = line.rstrip("\r")
+        trailing = len(stripped) - len(stripped.rstrip("\\"))
+        if trailing % 2 == 1:
+            pending += stripped[:-1]
+            continue
+        logical.append(pending + stripped)
+        pending = ""
+    if pending:
+        logical.append(pending)
+    for line in logical:
+        key_chars: list[str] = []
+        i = 0
+        while i < len(line):
+            ch = line[i]
+            if ch == "\\" and i + 1 < len(line):
+                key_chars.append(line[i + 1])
+                i += 2
+                continue
+            if ch in "=: \t":
+                break
+            key_chars.append(ch)
+            i += 1
+        rest = line[i:].lstrip(" \t")
+        if rest[:1] in ("=", ":"):
+            rest = rest[1:].lstrip(" \t")
+        result["".join(key_chars)] = rest.replace("\\\\", "\x00").replace("\\", "").replace("\x00", "\\")
+    return result
+
+
+class BrokerConfig:
+    """The broker's effective configuration: parsed values for known keys, raw text for the rest."""
+
+    def __init__(self, props: Mapping[str, str] | None = None) -> None:
+        self.raw: dict[str, str] = dict(props or {})
+        self.values: dict[str, Any] = {}
+        self.unknown: list[str] = []
+        for key, text in self.raw.items():
+            spec = BROKER_CONFIGS.get(key)
+            if spec is None:
+                self.unknown.append(key)
+                continue
+            try:
+                self.values[key] = spec.parse(text)
+            except ValueError as exc:
+                raise ConfigError(f"Invalid value {text!r} for configuration {key}: {exc}") from None
+
+    @classmethod
+    def load(cls, path: str | Path | None, overrides: Iterable[str] = ()) -> BrokerConfig:
+        """Read a properties file (optional) and apply `key=value` overrides, like kafka-server-start."""
+        props: dict[str, str] = {}
+        if path is not None:
+            props.update(parse_properties(Path(path).read_text(encoding="utf-8")))
+        for item in overrides:
+            if "=" not in item:
+                raise ConfigError(f"override {item!r} is not key=value")
+            key, value = item.split("=", 1)
+            props[key.strip()] = value.strip()
+        config = cls(props)
+        for key in config.unknown:
+            log.warning("Unknown configuration %s=%s is ignored", key, config.raw[key])
+        return config
+
+    def get(self, key: str) -> Any:
+        """The value of a known key: the configured one, else Kafka's default."""
+        if key in self.values:
+            return self.values[key]
+        return BROKER_CONFIGS[key].default
+
+    def is_set(self, key: str) -> bool:
+        return key in self.values
+
+    # Derived values, resolved the way Kafka's KafkaConfig resolves them.
+
+    @property
+    def node_id(self) -> int:
+        if self.is_set("node.id"):
+            return int(self.get("node.id"))
+        broker_id = self.get("broker.id")
+        return int(broker_id) if broker_id is not None else 1
+
+    @property
+    def log_dirs(self) -> list[Path]:
+        dirs = self.get("log.dirs") or self.get("log.dir")
+        return [Path(d) for d in dirs]
+
+    @property
+    def listeners(self) -> list[Listener]:
+        return [Listener.parse(u) for u in self.get("listeners")]
+
+    @property
+    def advertised_listeners(self) -> list[Listener]:
+        adv = self.get("advertised.listeners")
+        return [Listener.parse(u) for u in adv] if adv else self.listeners
+
+    @property
+    def log_roll_ms(self) -> int:
+        if self.get("log.roll.ms") is not None:
+            return int(self.get("log.roll.ms"))
+        return int(self.get("log.roll.hours")) * 3600 * 1000
+
+    @property
+    def log_roll_jitter_ms(self) -> int:
+        if self.get("log.roll.jitter.ms") is not None:
+            return int(self.get("log.roll.jitter.ms"))
+        return int(self.get("log.roll.jitter.hours")) * 3600 * 1000
+
+    @property
+    def log_retention_ms(self) -> int:
+        if self.get("log.retention.ms") is not None:
+            return int(self.get("log.retention.ms"))
+        if self.get("log.retention.minutes") is not None:
+            return int(self.get("log.retention.minutes")) * 60 * 1000
+        return int(self.get("log.retention.hours")) * 3600 * 1000
+
+    @property
+    def log_flush_interval_ms(self) -> int:
+        value = self.get("log.flush.interval.ms")
+        return int(value if value is not None else self.get("log.flush.scheduler.interval.ms"))
+
+
+def format_config_value(value: Any) -> str:
+    """Render a config value the way Kafka shows it in DescribeConfigs."""
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    if isinstance(value, list):
+        return ",".join(str(v) for v in value)
+    return str(value)
+
+
+@dataclass(frozen=True)
+class Listener:
+    """A listener URI such as `PLAINTEXT://127.0.0.1:9092`."""
+
+    name: str
+    host: str
+    port: int
+
+    @classmethod
+    def parse(cls, uri: str) -> Listener:
+        if "://" not in uri:
+            raise ConfigError(f"listener {uri!r} is not NAME://host:port")
+        name, rest = uri.split("://", 1)
+        host, _, port = rest.rpartition(":")
+        if host.startswith("[") and host.endswith("]"):
+            host = host[1:-1]
+        try:
+            port_number = int(port)
+        except ValueError:
+            raise ConfigError(f"listener {uri!r} has no valid port") from None
+        return cls(name.upper(), host, port_number)
+
+    @property
+    def bind_host(self) -> str:
+        return self.host or "0.0.0.0"
+
+    @property
+    def advertised_host(self) -> str:
+        return self.host if self.host not in ("", "0.0.0.0", "::") else "127.0.0.1"

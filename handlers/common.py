@@ -1,0 +1,44 @@
+"""Small pieces every handler family uses: error mapping of log-store errors, broker endpoints."""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+from ..logstore import errors as log_errors
+from ..wire.errors import ErrorCode
+
+if TYPE_CHECKING:
+    from ..broker import Broker
+
+# Kafka's "authorized operations not requested" marker (Integer.MIN_VALUE).
+AUTHORIZED_OPERATIONS_OMITTED = -(2**31)
+
+_LOG_ERROR_CODES: tuple[tuple[type[Exception], ErrorCode], ...] = (
+    (log_errors.CorruptRecordError, ErrorCode.CORRUPT_MESSAGE),
+    (log_errors.InvalidRecordError, ErrorCode.INVALID_RECORD),
+    (log_errors.MessageTooLargeError, ErrorCode.MESSAGE_TOO_LARGE),
+    (log_errors.RecordBatchTooLargeError, ErrorCode.RECORD_LIST_TOO_LARGE),
+    (log_errors.InvalidTimestampError, ErrorCode.INVALID_TIMESTAMP),
+    (log_errors.OffsetOutOfRangeError, ErrorCode.OFFSET_OUT_OF_RANGE),
+    (log_errors.KafkaStorageError, ErrorCode.KAFKA_STORAGE_ERROR),
+    (log_errors.LogDeletedError, ErrorCode.UNKNOWN_TOPIC_OR_PARTITION),
+    (OSError, ErrorCode.KAFKA_STORAGE_ERROR),
+)
+
+
+def error_code_for(exc: BaseException) -> ErrorCode:
+    """The Kafka error code a log-store exception maps to (UNKNOWN_SERVER_ERROR if none)."""
+    for cls, code in _LOG_ERROR_CODES:
+        if isinstance(exc, cls):
+            return code
+    return ErrorCode.UNKNOWN_SERVER_ERROR
+
+
+def advertised_endpoint(broker: Broker, listener_name: str) -> tuple[str, int]:
+    """(host, port) clients of this listener should connect to."""
+    listeners = broker.config.advertised_listeners
+    chosen = next((lst for lst in listeners if lst.name == listener_name), listeners[0])
+    port = chosen.port
+    if port == 0 and broker.bound_addresses:
+        port = broker.bound_addresses[0][1]
+    return chosen.advertised_host, port

@@ -1,0 +1,170 @@
+"""Fetch: long-polling reads that send record bytes straight from segment files.
+
+The handler asks each partition log for file slices (never the bytes), honours the
+request's and each partition's byte limits (the first batch is always returned whole so a
+consumer can make progress), waits for appends up to max_wait_ms while fewer than
+min_bytes are ready, and keeps KIP-227 fetch sessions.
+"""
+
+from __future__ import annotations
+
+import time
+
+from ..logstore.errors import OffsetOutOfRangeError
+from ..wire.errors import ErrorCode
+from ..wire.protocol import response_class, supported_versions
+from .common import error_code_for
+from .fetch_sessions import CachedPartition, SessionError
+from .registry import RequestContext, handles
+
+FETCH_KEY = 1
+FetchResponse = response_class(FETCH_KEY)
+TopicData = FetchResponse.FetchableTopicResponse
+PartitionData = FetchResponse.PartitionData
+AbortedTransaction = FetchResponse.AbortedTransaction
+
+READ_COMMITTED = 1
+# Kafka's fetch.max.bytes broker default caps a request's max_bytes.
+BROKER_FETCH_MAX_BYTES = 55 * 1024 * 1024
+
+
+class _Read:
+    """The outcome of reading one partition in one pass."""
+
+    __slots__ = ("key", "code", "hw", "lso", "log_start", "slices", "size", "aborted")
+
+    def __init__(self, key, code=ErrorCode.NONE, hw=-1, lso=-1, log_start=-1, slices=(), size=0, aborted=None):
+        self.key = key
+        self.code = code
+        self.hw = hw
+        self.lso = lso
+        self.log_start = log_start
+        self.slices = slices
+        self.size = size
+        self.aborted = aborted
+
+
+def _read_all(ctx: RequestContext, keys, cached: dict, use_ids: bool, max_bytes: int, committed: bool) -> list[_Read]:
+    broker = ctx.broker
+    meta = broker.metadata
+    reads = []
+    remaining = max_bytes
+    min_one = True
+    for key in keys:
+        topic_ref, index = key
+        part = cached[key]
+        topic = meta.by_id(topic_ref) if use_ids else meta.get(topic_ref)
+        if topic is None:
+            code = ErrorCode.UNKNOWN_TOPIC_ID if use_ids else ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
+            reads.append(_Read(key, code))
+            continue
+        plog = broker.partition_log(topic.name, index) if 0 <= index < topic.partitions else None
+        if plog is None:
+            reads.append(_Read(key, ErrorCode.UNKNOWN_TOPIC_OR_PARTITION))
+            continue
+        if part.current_leader_epoch > broker.leader_epoch:
+            reads.append(_Read(key, ErrorCode.UNKNOWN_LEADER_EPOCH))
+            continue
+        if 0 <= part.current_leader_epoch < broker.leader_epoch:
+            reads.append(_Read(key, ErrorCode.FENCED_LEADER_EPOCH))
+            continue
+        hw = plog.high_watermark
+        lso = getattr(plog, "last_stable_offset", hw)
+        limit = lso if committed else hw
+        try:
+            data = plog.read(part.fetch_offset, min(part.max_bytes, remaining), limit, min_one)
+        except OffsetOutOfRangeError:
+            reads.append(_Read(key, ErrorCode.OFFSET_OUT_OF_RANGE, hw, lso, plog.log_start_offset))
+            continue
+        except Exception as exc:
+            reads.append(_Read(key, error_code_for(exc), hw, lso, plog.log_start_offset))
+            continue
+        size = data.size
+        aborted = None
+        if committed:
+            aborted = []
+            collect = getattr(plog, "collect_aborted_transactions", None)
+            if collect is not None and size:
+                aborted = [
+                    AbortedTransaction(producer_id=pid, first_offset=first)
+                    for pid, first in collect(part.fetch_offset, part.fetch_offset + size)
+                ]
+        if size:
+            min_one = False
+            remaining = max(0, remaining - size)
+        reads.append(_Read(key, ErrorCode.NONE, hw, lso, plog.log_start_offset, data.slices, size, aborted))
+    return reads
+
+
+@handles(FETCH_KEY, 4, supported_versions(FETCH_KEY)[1])
+async def handle_fetch(ctx: RequestContext, header, request) -> object:
+    version = header.api_version
+    use_ids = version >= 13
+    committed = request.isolation_level == READ_COMMITTED
+    full: list = []
+    for topic in request.topics:
+        ref = topic.topic_id if use_ids else topic.topic
+        for p in topic.partitions:
+            full.append(
+                ((ref, p.partition), CachedPartition(p.fetch_offset, p.partition_max_bytes, p.current_leader_epoch))
+            )
+    forgotten = [
+        ((t.topic_id if use_ids else t.topic), index) for t in (request.forgotten_topics_data or []) for index in t.partitions
+    ]
+    cache = ctx.broker.fetch_sessions
+    session_id = request.session_id if version >= 7 else 0
+    epoch = request.session_epoch if version >= 7 else -1
+    try:
+        session, keys, incremental = cache.begin(session_id, epoch, full, forgotten)
+    except SessionError as exc:
+        return FetchResponse(throttle_time_ms=0, error_code=int(exc.code), session_id=0, responses=[])
+    cached = session.partitions if session is not None else dict(full)
+    max_bytes = min(request.max_bytes if version >= 3 else BROKER_FETCH_MAX_BYTES, BROKER_FETCH_MAX_BYTES)
+    deadline = time.monotonic() + max(request.max_wait_ms, 0) / 1000
+    while True:
+        reads = _read_all(ctx, keys, cached, use_ids, max_bytes, committed)
+        total = sum(r.size for r in reads)
+        has_error = any(r.code != ErrorCode.NONE for r in reads)
+        remaining = deadline - time.monotonic()
+        if total >= request.min_bytes or has_error or remaining <= 0 or not keys:
+            break
+        if not await ctx.broker.wait_for_append(remaining):
+            reads = _read_all(ctx, keys, cached, use_ids, max_bytes, committed)
+            break
+    by_topic: dict = {}
+    for r in reads:
+        part = cached[r.key]
+        if incremental:
+            changed = (
+                r.size > 0
+                or r.code != ErrorCode.NONE
+                or r.hw != part.high_watermark
+                or r.log_start != part.log_start_offset
+                or r.lso != part.last_stable_offset
+            )
+            if not changed:
+                continue
+        part.high_watermark, part.log_start_offset, part.last_stable_offset = r.hw, r.log_start, r.lso
+        topic_ref, index = r.key
+        by_topic.setdefault(topic_ref, []).append(
+            PartitionData(
+                partition_index=index,
+                error_code=int(r.code),
+                high_watermark=r.hw,
+                last_stable_offset=r.lso,
+                log_start_offset=r.log_start,
+                aborted_transactions=r.aborted,
+                preferred_read_replica=-1,
+                records=list(r.slices) if r.slices else b"",
+            )
+        )
+    responses = [
+        TopicData(topic="" if use_ids else ref, topic_id=ref if use_ids else TopicData().topic_id, partitions=parts)
+        for ref, parts in by_topic.items()
+    ]
+    return FetchResponse(
+        throttle_time_ms=0,
+        error_code=0,
+        session_id=session.session_id if session is not None else 0,
+        responses=responses,
+    )

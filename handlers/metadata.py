@@ -1,0 +1,108 @@
+"""Metadata: brokers, cluster id, controller, topics with ids, partitions and leader epochs.
+
+Unknown topics are created when `auto.create.topics.enable` and the request allow it; like
+a KRaft Kafka broker, the request that triggers the creation still answers
+UNKNOWN_TOPIC_OR_PARTITION for that topic and the client's retry finds it.
+"""
+
+from __future__ import annotations
+
+import logging
+
+from ..cluster_metadata import Topic, validate_topic_name
+from ..wire.errors import ErrorCode
+from ..wire.primitives import Uuid
+from ..wire.protocol import response_class, supported_versions
+from .common import AUTHORIZED_OPERATIONS_OMITTED, advertised_endpoint
+from .registry import RequestContext, handles
+
+log = logging.getLogger(__name__)
+
+METADATA_KEY = 3
+MetadataResponse = response_class(METADATA_KEY)
+Broker_ = MetadataResponse.MetadataResponseBroker
+TopicMeta = MetadataResponse.MetadataResponseTopic
+PartitionMeta = MetadataResponse.MetadataResponsePartition
+
+# All operations a topic supports, as the bitfield Kafka returns when authorization is off:
+# READ(3) WRITE(4) CREATE(5) DELETE(6) ALTER(7) DESCRIBE(8) DESCRIBE_CONFIGS(10) ALTER_CONFIGS(11)
+TOPIC_ALL_OPERATIONS = sum(1 << op for op in (3, 4, 5, 6, 7, 8, 10, 11))
+# CREATE(5) ALTER(7) DESCRIBE(8) CLUSTER_ACTION(9) DESCRIBE_CONFIGS(10) ALTER_CONFIGS(11) IDEMPOTENT_WRITE(12)
+CLUSTER_ALL_OPERATIONS = sum(1 << op for op in (5, 7, 8, 9, 10, 11, 12))
+
+
+def topic_metadata(ctx: RequestContext, topic: Topic, include_ops: bool) -> object:
+    node = ctx.broker.node_id
+    partitions = [
+        PartitionMeta(
+            error_code=0,
+            partition_index=index,
+            leader_id=node,
+            leader_epoch=ctx.broker.leader_epoch,
+            replica_nodes=[node],
+            isr_nodes=[node],
+            offline_replicas=[],
+        )
+        for index in range(topic.partitions)
+    ]
+    return TopicMeta(
+        error_code=0,
+        name=topic.name,
+        topic_id=topic.topic_id,
+        is_internal=topic.is_internal,
+        partitions=partitions,
+        topic_authorized_operations=TOPIC_ALL_OPERATIONS if include_ops else AUTHORIZED_OPERATIONS_OMITTED,
+    )
+
+
+def _error_topic(name: str | None, code: ErrorCode, topic_id: Uuid = Uuid.ZERO) -> object:
+    return TopicMeta(error_code=int(code), name=name, topic_id=topic_id, is_internal=False, partitions=[])
+
+
+@handles(METADATA_KEY, 0, supported_versions(METADATA_KEY)[1])
+async def handle_metadata(ctx: RequestContext, header, request) -> object:
+    broker = ctx.broker
+    meta = broker.metadata
+    version = header.api_version
+    include_ops = bool(request.include_topic_authorized_operations)
+    host, port = advertised_endpoint(broker, ctx.listener_name)
+    topics: list = []
+    all_topics = request.topics is None or (version == 0 and not request.topics)
+    if all_topics:
+        topics = [topic_metadata(ctx, t, include_ops) for t in meta.topics.values()]
+    else:
+        # v0-v3 always allowed auto-creation; the flag exists from v4.
+        allow_create = request.allow_auto_topic_creation if version >= 4 else True
+        auto_create = allow_create and broker.config.get("auto.create.topics.enable")
+        for wanted in request.topics:
+            if wanted.name is None:
+                topic = meta.by_id(wanted.topic_id)
+                if topic is None:
+                    topics.append(_error_topic(None, ErrorCode.UNKNOWN_TOPIC_ID, wanted.topic_id))
+                else:
+                    topics.append(topic_metadata(ctx, topic, include_ops))
+                continue
+            topic = meta.get(wanted.name)
+            if topic is not None:
+                topics.append(topic_metadata(ctx, topic, include_ops))
+                continue
+            problem = validate_topic_name(wanted.name)
+            if problem is not None:
+                topics.append(_error_topic(wanted.name, ErrorCode.INVALID_TOPIC_EXCEPTION))
+            elif auto_create and not wanted.name.startswith("__"):
+                partitions = int(broker.config.get("num.partitions"))
+                meta.create_topic(wanted.name, partitions, {})
+                topics.append(_error_topic(wanted.name, ErrorCode.UNKNOWN_TOPIC_OR_PARTITION))
+            else:
+                topics.append(_error_topic(wanted.name, ErrorCode.UNKNOWN_TOPIC_OR_PARTITION))
+    return MetadataResponse(
+        throttle_time_ms=0,
+        brokers=[Broker_(node_id=broker.node_id, host=host, port=port, rack=None)],
+        cluster_id=broker.cluster_id,
+        controller_id=broker.node_id,
+        topics=topics,
+        cluster_authorized_operations=(
+            CLUSTER_ALL_OPERATIONS if request.include_cluster_authorized_operations else AUTHORIZED_OPERATIONS_OMITTED
+        ),
+        error_code=0,
+    )

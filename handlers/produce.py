@@ -1,0 +1,105 @@
+"""Produce: validate each partition's record batch, append it as leader, answer per partition.
+
+Record bytes are never decoded here: the batch is a writable view into the request frame,
+the log store patches base offset and leader epoch in place and writes it with one syscall.
+"""
+
+from __future__ import annotations
+
+import logging
+
+import trio
+
+from ..broker import now_ms
+from ..cluster_metadata import INTERNAL_TOPICS
+from ..wire.errors import ErrorCode
+from ..wire.protocol import response_class, supported_versions
+from .common import error_code_for
+from .registry import RequestContext, handles
+
+log = logging.getLogger(__name__)
+
+PRODUCE_KEY = 0
+ProduceResponse = response_class(PRODUCE_KEY)
+TopicResponse = ProduceResponse.TopicProduceResponse
+PartitionResponse = ProduceResponse.PartitionProduceResponse
+
+# Clients whose writes to internal topics Kafka accepts (the admin client's id).
+_INTERNAL_WRITERS = frozenset({"__admin_client"})
+
+
+def _partition_error(index: int, code: ErrorCode, message: str | None = None) -> object:
+    return PartitionResponse(
+        index=index, error_code=int(code), base_offset=-1, log_append_time_ms=-1, log_start_offset=-1,
+        error_message=message,
+    )
+
+
+@handles(PRODUCE_KEY, 3, supported_versions(PRODUCE_KEY)[1], advertised_min=0)
+async def handle_produce(ctx: RequestContext, header, request) -> object | None:
+    # Kafka 4 advertises Produce from v0 (librdkafka only enables compression then) but serves v3+.
+    broker = ctx.broker
+    acks = request.acks
+    responses = []
+    appended = False
+    flush_logs = []
+    for topic_data in request.topic_data:
+        topic = (
+            broker.metadata.get(topic_data.name)
+            if topic_data.name
+            else broker.metadata.by_id(topic_data.topic_id)
+        )
+        partitions = []
+        for pdata in topic_data.partition_data:
+            index = pdata.index
+            if acks not in (0, 1, -1):
+                partitions.append(_partition_error(index, ErrorCode.INVALID_REQUIRED_ACKS))
+                continue
+            if topic is None:
+                code = ErrorCode.UNKNOWN_TOPIC_ID if not topic_data.name else ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
+                partitions.append(_partition_error(index, code))
+                continue
+            if topic.name in INTERNAL_TOPICS and header.client_id not in _INTERNAL_WRITERS:
+                partitions.append(
+                    _partition_error(index, ErrorCode.INVALID_TOPIC_EXCEPTION, f"Cannot append to internal topic {topic.name}")
+                )
+                continue
+            partition_log = broker.partition_log(topic.name, index) if 0 <= index < topic.partitions else None
+            if partition_log is None:
+                partitions.append(_partition_error(index, ErrorCode.UNKNOWN_TOPIC_OR_PARTITION))
+                continue
+            records = pdata.records
+            if records is None or len(records) == 0:
+                partitions.append(_partition_error(index, ErrorCode.INVALID_RECORD, "Produce request has no records"))
+                continue
+            try:
+                info = partition_log.append_as_leader(records, broker.leader_epoch, now_ms())
+            except Exception as exc:  # the log store's typed errors become Kafka error codes
+                code = error_code_for(exc)
+                if code is ErrorCode.UNKNOWN_SERVER_ERROR or code is ErrorCode.KAFKA_STORAGE_ERROR:
+                    log.exception("Append to %s-%s failed", topic.name, index)
+                else:
+                    log.debug("Rejected produce to %s-%s: %s", topic.name, index, exc)
+                partitions.append(_partition_error(index, code, str(exc) or None))
+                continue
+            appended = True
+            if partition_log.needs_flush():
+                flush_logs.append(partition_log)
+            partitions.append(
+                PartitionResponse(
+                    index=index,
+                    error_code=0,
+                    base_offset=info.first_offset,
+                    log_append_time_ms=info.log_append_time,
+                    log_start_offset=info.log_start_offset,
+                )
+            )
+        responses.append(TopicResponse(name=topic_data.name, topic_id=topic_data.topic_id, partition_responses=partitions))
+    for partition_log in flush_logs:
+        # fsync leaves the event loop (log.flush.interval.messages / .ms asked for it).
+        await trio.to_thread.run_sync(partition_log.flush)
+    if appended:
+        broker.notify_appended()
+    if acks == 0:
+        return None
+    return ProduceResponse(responses=responses, throttle_time_ms=0)

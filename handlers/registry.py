@@ -1,0 +1,158 @@
+"""Which handler serves which API and versions, and the dispatch of one request frame.
+
+Every handler module registers its functions with :func:`handles`. ApiVersions answers
+from this registry, so the broker advertises exactly what is implemented.
+"""
+
+from __future__ import annotations
+
+import importlib
+import logging
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any
+
+from ..wire.errors import ErrorCode, ProtocolError
+from ..wire.protocol import (
+    RequestHeader,
+    decode_request,
+    decode_request_header,
+    encode_response,
+    response_class,
+)
+
+if TYPE_CHECKING:
+    from ..broker import Broker
+
+log = logging.getLogger(__name__)
+
+API_VERSIONS_KEY = 18
+
+HandlerFunc = Callable[["RequestContext", RequestHeader, Any], Awaitable[Any]]
+
+
+@dataclass
+class RequestContext:
+    """What a handler knows about the request besides its body."""
+
+    broker: Broker
+    peer: str
+    listener_name: str
+    extra: dict[str, Any] = field(default_factory=dict)
+
+
+@dataclass(frozen=True)
+class ApiHandler:
+    """A handler function and the versions it serves (and advertises)."""
+
+    api_key: int
+    min_version: int
+    max_version: int
+    func: HandlerFunc
+    advertised_min: int
+
+    def serves(self, version: int) -> bool:
+        return self.min_version <= version <= self.max_version
+
+
+REGISTRY: dict[int, ApiHandler] = {}
+
+# Modules that register handlers; imported once by load_handlers().
+_HANDLER_MODULES = (
+    "api_versions",
+    "metadata",
+    "produce",
+    "fetch",
+    "list_offsets",
+    "admin",
+    "groups",
+    "producer_ids",
+)
+
+
+def handles(
+    api_key: int, min_version: int, max_version: int, *, advertised_min: int | None = None
+) -> Callable[[HandlerFunc], HandlerFunc]:
+    """Register the decorated coroutine as the handler of `api_key` for the given versions."""
+
+    def register(func: HandlerFunc) -> HandlerFunc:
+        REGISTRY[api_key] = ApiHandler(
+            api_key,
+            min_version,
+            max_version,
+            func,
+            min_version if advertised_min is None else advertised_min,
+        )
+        return func
+
+    return register
+
+
+def load_handlers() -> None:
+    """Import every handler module so that it registers itself."""
+    for name in _HANDLER_MODULES:
+        try:
+            importlib.import_module(f"{__package__}.{name}")
+        except ModuleNotFoundError as exc:
+            if exc.name != f"{__package__}.{name}":
+                raise
+
+
+def advertised_versions() -> list[tuple[int, int, int]]:
+    """(api_key, min, max) for every served API, in key order."""
+    return [(h.api_key, h.advertised_min, h.max_version) for _, h in sorted(REGISTRY.items())]
+
+
+async def dispatch(ctx: RequestContext, frame: memoryview) -> list | None:
+    """Decode one request frame, run its handler and encode the answer.
+
+    Returns the response buffers, or None when no response is due (acks=0).
+    Raises ProtocolError when the connection must be closed.
+    """
+    header, _ = decode_request_header(frame)
+    handler = REGISTRY.get(header.api_key)
+    if handler is None or not handler.serves(header.api_version):
+        return _unsupported(ctx, header, handler)
+    request = decode_request(frame)
+    try:
+        body = await handler.func(ctx, request.header, request.body)
+    except ProtocolError:
+        raise
+    except Exception:
+        log.exception(
+            "Error handling api_key=%s v%s from %s; closing the connection",
+            header.api_key,
+            header.api_version,
+            ctx.peer,
+        )
+        raise ProtocolError("handler failed") from None
+    if body is None:
+        return None
+    return encode_response(header.api_key, header.api_version, header.correlation_id, body)
+
+
+def _unsupported(ctx: RequestContext, header: RequestHeader, handler: ApiHandler | None) -> list:
+    if header.api_key == API_VERSIONS_KEY:
+        # Kafka answers a too-new ApiVersions request in a v0 body that still lists its
+        # ranges, so the client can retry with a version both sides know.
+        from .api_versions import api_versions_body
+
+        body = api_versions_body(0, ErrorCode.UNSUPPORTED_VERSION)
+        return encode_response(header.api_key, 0, header.correlation_id, body)
+    if handler is not None:
+        try:
+            cls = response_class(header.api_key)
+        except (KeyError, ProtocolError):
+            cls = None
+        if cls is not None and "error_code" in getattr(cls, "__slots__", ()):
+            body = cls(error_code=int(ErrorCode.UNSUPPORTED_VERSION))
+            log.info(
+                "Unsupported version %s of api_key %s from %s",
+                header.api_version,
+                header.api_key,
+                ctx.peer,
+            )
+            return encode_response(header.api_key, header.api_version, header.correlation_id, body)
+    raise ProtocolError(
+        f"unsupported api_key {header.api_key} version {header.api_version} from {ctx.peer}"
+    )
