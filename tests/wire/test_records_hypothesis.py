@@ -192,3 +192,27 @@ def test_damaged_legacy_sets_raise_only_corrupt_record_error(
         list(iter_legacy_messages(bytes(buf), max_inflated_size=LIMIT))
     except CorruptRecordError:
         pass
+
+
+@settings(max_examples=200, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(
+    data=st.binary(max_size=300),
+    magic=st.sampled_from([0, 1, 2]),
+    codec=st.integers(min_value=0, max_value=7),
+)
+def test_mixed_iteration_of_garbage(data: bytes, magic: int, codec: int) -> None:
+    """Random entries framed with a plausible size/magic/attributes still raise only CorruptRecordError."""
+    from odradek.wire.records import LegacyMessage, iter_log_entries, legacy_inner_messages
+
+    body = bytearray(data.ljust(10, b"\0"))
+    body[4] = magic  # offset 16 of the entry = body[4] after offset and size
+    body[5] = codec
+    framed = struct.pack(">qi", 0, len(body)) + bytes(body)
+    try:
+        for e in iter_log_entries(framed):
+            if isinstance(e, LegacyMessage):
+                legacy_inner_messages(e, LIMIT)
+            else:
+                list(e.records(LIMIT))
+    except CorruptRecordError:
+        pass
