@@ -12,6 +12,7 @@ from __future__ import annotations
 import logging
 import mmap
 import os
+import threading
 from pathlib import Path
 
 log = logging.getLogger(__name__)
@@ -42,6 +43,8 @@ class IndexFile:
         self.writable = writable
         self._mm: mmap.mmap | None = None
         self._fd = -1
+        # flush() may run in a worker thread while the owner trims/remaps the file
+        self._remap_lock = threading.Lock()
         self._open()
 
     # -- file/mmap management -------------------------------------------------------------
@@ -101,9 +104,10 @@ class IndexFile:
         rounded = self._round(new_size)
         if rounded == self._length:
             return False
-        self._unmap()
-        os.ftruncate(self._fd, rounded)
-        self._map(rounded)
+        with self._remap_lock:
+            self._unmap()
+            os.ftruncate(self._fd, rounded)
+            self._map(rounded)
         self._entries = min(self._entries, rounded // self.ENTRY_SIZE)
         self._load_last()
         return True
@@ -126,8 +130,9 @@ class IndexFile:
 
     def flush(self) -> None:
         """Write the mapped pages to disk (msync); blocking, call it off the event loop."""
-        if self._mm is not None and self.writable:
-            self._mm.flush()
+        with self._remap_lock:
+            if self._mm is not None and self.writable:
+                self._mm.flush()
 
     def close(self) -> None:
         """Trim to the valid size and release the file (Kafka's AbstractIndex.close)."""
@@ -139,10 +144,11 @@ class IndexFile:
 
     def close_handler(self) -> None:
         """Release the mmap and descriptor without trimming."""
-        self._unmap()
-        if self._fd >= 0:
-            os.close(self._fd)
-            self._fd = -1
+        with self._remap_lock:
+            self._unmap()
+            if self._fd >= 0:
+                os.close(self._fd)
+                self._fd = -1
 
     def delete_if_exists(self) -> bool:
         self.close_handler()

@@ -58,7 +58,8 @@ class LogManager:
     """
 
     def __init__(self, log_dirs: list[Path], default_config: LogConfig | None = None,
-                 topic_config: Callable[[str], LogConfig | None] | None = None) -> None:
+                 topic_config: Callable[[str], LogConfig | None] | None = None,
+                 validate_records: bool = True) -> None:
         if not log_dirs:
             raise ValueError("at least one log dir is needed")
         self.dirs = [LogDir(Path(d)) for d in log_dirs]
@@ -68,6 +69,7 @@ class LogManager:
         self.logs: dict[TopicPartition, PartitionLog] = {}
         self._log_dir_of: dict[TopicPartition, LogDir] = {}
         self._pending_deletes: list[tuple[Path, float]] = []
+        self.validate_records = validate_records
         self.started = False
 
     # -- configs --------------------------------------------------------------------------
@@ -129,7 +131,8 @@ class LogManager:
                 lg = PartitionLog.open(sub, self.config_for(tp[0]), tp[0], tp[1],
                                        recovery_point=recovery_points.get(tp, 0),
                                        log_start_offset=start_offsets.get(tp),
-                                       had_clean_shutdown=d.had_clean_shutdown)
+                                       had_clean_shutdown=d.had_clean_shutdown,
+                                       validate_records=self.validate_records)
             except Exception:
                 d.all_loaded_ok = False
                 log.exception("Error while loading log dir %s", sub)
@@ -166,7 +169,8 @@ class LogManager:
             return existing
         d = self._next_dir()
         path = d.path / files.partition_dir_name(topic, partition)
-        lg = PartitionLog.open(path, self.config_for(topic), topic, partition, topic_id=raw_id)
+        lg = PartitionLog.open(path, self.config_for(topic), topic, partition, topic_id=raw_id,
+                               validate_records=self.validate_records)
         self.logs[tp] = lg
         self._log_dir_of[tp] = d
         log.info("Created log for partition %s-%d in %s", topic, partition, d.path)
