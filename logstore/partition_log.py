@@ -519,10 +519,11 @@ class PartitionLog:
             append_time = -1
 
         # -- offsets / epoch (not CRC-covered) -------------------------------------------
+        # Kafka: setLastOffset(LEO + count - 1), i.e. baseOffset = lastOffset - lastOffsetDelta
         first = self.log_end_offset
         last = first + h.record_count - 1 if h.record_count > 0 else first + h.last_offset_delta
-        rb.set_last_offset(last)
         first = last - h.last_offset_delta
+        rb.set_base_offset(first)
         rb.set_partition_leader_epoch(leader_epoch)
         return self._append_validated(view, first, last, max_ts, append_time, h, leader_epoch, now)
 

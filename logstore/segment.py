@@ -150,7 +150,7 @@ class LogSegment:
         position = self._size
         if position == 0:
             self.rolling_based_timestamp = largest_timestamp
-        if not self.can_convert_to_relative_offset(largest_offset):
+        if not 0 <= largest_offset - self.base_offset <= INT32_MAX:
             raise InvalidRecordError(
                 f"largest offset {largest_offset} cannot be stored in segment {self.log_path} "
                 f"(base offset {self.base_offset})"
@@ -161,11 +161,14 @@ class LogSegment:
             while written < n:
                 written += os.pwrite(self._fd, view[written:], position + written)
         self._size = position + n
-        if largest_timestamp > self.max_timestamp_so_far:
-            self._max_ts_and_offset = (largest_timestamp, offset_of_max_timestamp)
+        mx = self._max_ts_and_offset
+        if mx is None:
+            mx = self._max_ts_and_offset = self.time_index.last_entry
+        if largest_timestamp > mx[0]:
+            mx = self._max_ts_and_offset = (largest_timestamp, offset_of_max_timestamp)
         if self.bytes_since_last_index_entry > self.index_interval_bytes:
             self.offset_index.append(largest_offset, position)
-            self.time_index.maybe_append(self.max_timestamp_so_far, self.offset_of_max_timestamp_so_far)
+            self.time_index.maybe_append(mx[0], mx[1])
             self.bytes_since_last_index_entry = 0
         self.bytes_since_last_index_entry += n
         return position
@@ -188,15 +191,25 @@ class LogSegment:
                     now_ms: int) -> bool:
         """Kafka's LogSegment.shouldRoll: size, time (record timestamps), full index, offset overflow."""
         cfg = self.config
-        reached_roll_ms = self.time_waited_for_roll(now_ms, max_timestamp_in_messages) > (
-            cfg.segment_ms - self.roll_jitter_ms)
-        return (
-            self._size > cfg.segment_bytes - messages_size
-            or (self._size > 0 and reached_roll_ms)
-            or self.offset_index.is_full()
-            or self.time_index.is_full()
-            or not self.can_convert_to_relative_offset(max_offset_in_messages)
-        )
+        size = self._size
+        if size > cfg.segment_bytes - messages_size:
+            return True
+        if size > 0:
+            if self.rolling_based_timestamp is None:
+                self._load_first_batch_timestamp()
+            first = self.rolling_based_timestamp
+            waited = (max_timestamp_in_messages - first) if first is not None and first >= 0 \
+                else now_ms - self.created_ms
+            if waited > cfg.segment_ms - self.roll_jitter_ms:
+                return True
+        # touching the indexes opens (creates) them, as Kafka's shouldRoll does
+        oi = self._offset_index or self.offset_index
+        if oi._entries >= oi._length // 8:
+            return True
+        ti = self._time_index or self.time_index
+        if ti._entries >= ti._length // 12 - 1:
+            return True
+        return not 0 <= max_offset_in_messages - self.base_offset <= INT32_MAX
 
     # -- scanning -------------------------------------------------------------------------
     def iter_headers(self, start_position: int, end_position: int | None = None) -> Iterator[tuple[int, BatchHeader]]:
