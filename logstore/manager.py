@@ -89,11 +89,21 @@ class LogManager:
     # -- startup --------------------------------------------------------------------------
     def startup(self) -> None:
         """Lock every dir, load/recover all partition logs, delete the clean-shutdown markers."""
-        for d in self.dirs:
-            d.path.mkdir(parents=True, exist_ok=True)
-            d.lock.try_lock()
-        for d in self.dirs:
-            self._load_dir(d)
+        try:
+            for d in self.dirs:
+                d.path.mkdir(parents=True, exist_ok=True)
+                d.lock.try_lock()
+            for d in self.dirs:
+                self._load_dir(d)
+        except BaseException:
+            # leave nothing locked or open behind a failed start
+            for lg in self.logs.values():
+                lg.close_handlers()
+            self.logs.clear()
+            self._log_dir_of.clear()
+            for d in self.dirs:
+                d.lock.unlock()
+            raise
         self.started = True
 
     def _load_dir(self, d: LogDir) -> None:

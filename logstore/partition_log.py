@@ -657,6 +657,23 @@ class PartitionLog:
             i += 1
         return empty()
 
+    @property
+    def last_stable_offset(self) -> int:
+        """LSO: first offset of the oldest open transaction, else the high watermark."""
+        ongoing = self.producer_state.ongoing_txns
+        return min(min(ongoing), self.high_watermark) if ongoing else self.high_watermark
+
+    def aborted_transactions(self, fetch_offset: int, upper_bound_offset: int) -> list[AbortedTxn]:
+        """Aborted transactions overlapping [fetch_offset, upper_bound_offset) from the `.txnindex`
+        files (for READ_COMMITTED fetches)."""
+        out: list[AbortedTxn] = []
+        for i in range(max(self._floor_index(fetch_offset), 0), len(self.segments)):
+            seg = self.segments[i]
+            if seg.base_offset >= upper_bound_offset:
+                break
+            out += seg.txn_index.collect_aborted(fetch_offset, upper_bound_offset)
+        return out
+
     # =====================================================================================
     # offsets by timestamp
     # =====================================================================================

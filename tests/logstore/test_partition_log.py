@@ -223,3 +223,31 @@ def test_lock_conflicts_with_another_process(tmp_path: Path) -> None:
     assert subprocess.run([sys.executable, "-c", code, str(tmp_path / ".lock")]).returncode == 3
     mgr.shutdown()
     assert not (tmp_path / ".lock").exists()
+
+
+def test_transactions_lso_and_aborted_index(tmp_path: Path) -> None:
+    from odradek.wire.records import ControlRecordType, build_end_txn_marker_batch
+
+    lg = new_log(tmp_path)
+    txn = {"producer_id": 7, "producer_epoch": 0, "is_transactional": True}
+    lg.append_as_leader(make_batch(3, base_sequence=0, **txn), 0, 0)
+    assert lg.last_stable_offset == 0
+    lg.append_as_coordinator(bytearray(build_end_txn_marker_batch(
+        ControlRecordType.ABORT, producer_id=7, producer_epoch=0, coordinator_epoch=4, timestamp=5)), 0, 0)
+    assert lg.last_stable_offset == lg.high_watermark == 4
+    assert [tuple(t[:4]) for t in lg.aborted_transactions(0, 4)] == [(7, 0, 3, 4)]
+    lg.close()
+    # the snapshot at the LEO holds the producer with its coordinator epoch and no open txn
+    from odradek.logstore.producer_state import read_snapshot
+
+    (entry,) = read_snapshot(lg.dir / "00000000000000000004.snapshot")
+    assert (entry.producer_id, entry.coordinator_epoch, entry.current_txn_first_offset) == (7, 4, None)
+    assert entry.batch_metadata[-1].last_offset == 2
+    # and recovery rebuilds the same .txnindex from the log
+    txn_path = lg.dir / "00000000000000000000.txnindex"
+    want = txn_path.read_bytes()
+    txn_path.unlink()
+    (lg.dir / "00000000000000000000.index").unlink()
+    lg2 = PartitionLog.open(lg.dir, LogConfig())
+    assert txn_path.read_bytes() == want
+    lg2.close()
