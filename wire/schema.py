@@ -403,7 +403,7 @@ _NS_BASE: dict[str, Any] = {
     "_wal": P.write_array_length, "_wuv": P.write_uvarint, "_wrec": _write_records, "_trunc": _trunc,
     "_nav": _not_at_version, "_PE": ProtocolError, "_ZU": P.Uuid.ZERO, "_Uuid": P.Uuid,
     "_unpack_from": struct.unpack_from, "_pack": struct.pack, "_new": object.__new__, "_sorted": sorted,
-    "_I8": P.INT8,
+    "_I8": P.INT8, "S_h": P.INT16, "S_i": P.INT32, "_notnull": None,
 }
 
 
@@ -422,6 +422,8 @@ class _Compiler:
         self.n_structs = 0
         self._has_records: dict[str, bool] = {}
         self.tmp = 0
+        self.z_done: set[str] = set()
+        self.z_src: list[str] = []
 
     # which fields are on the wire at this version
     def present(self, f: FieldDef) -> bool:
@@ -465,7 +467,7 @@ class _Compiler:
 
     def build(self) -> Codec:
         self.emit_struct(self.mdef.root)
-        source = "\n".join(self.src) + "\n"
+        source = "\n".join(self.src + self.z_src) + "\n"
         exec(compile(source, f"<codec {self.mdef.name} v{self.v}>", "exec"), self.ns)
         self.ns["__source__"] = source
         return Codec(self.mdef.name, self.v, self.ns[f"e_{self.mdef.root.name}"],
@@ -509,8 +511,12 @@ class _Compiler:
             L.extend(self.gen_read(f, f"o.{f.attr}", "    "))
             i += 1
         if self.flex:
-            L.append("    ntag, pos = _ruv(buf, pos)")
-            L.append("    if ntag:")
+            # nearly every struct has no tagged fields on the wire: one byte, 0
+            L.append("    if buf[pos] == 0:")
+            L.append("        pos += 1")
+            L.append("        o._unknown_tagged_fields = None")
+            L.append("    else:")
+            L.append("        ntag, pos = _ruv(buf, pos)")
             L.append("        unknown = None")
             L.append("        for _ in range(ntag):")
             L.append("            tag, pos = _ruv(buf, pos)")
@@ -534,8 +540,6 @@ class _Compiler:
             L.append(f"{ind}unknown.append((tag, bytes(buf[pos:end])))")
             L.append("            pos = end")
             L.append("        o._unknown_tagged_fields = unknown")
-            L.append("    else:")
-            L.append("        o._unknown_tagged_fields = None")
         else:
             L.append("    o._unknown_tagged_fields = None")
         L.append("    return o, pos")
@@ -551,7 +555,7 @@ class _Compiler:
                 s = self.struct_const(_FIXED[t])
                 return [f"{ind}{target}, = {s}.unpack_from({b}, pos)", f"{ind}pos += {self.ns[s].size}"]
             if t == "string":
-                return [f"{ind}{target}, pos = _rs({b}, pos, {c}, {n})"]
+                return self.read_string(target, ind, b, c, n)
             if t == "bytes":
                 return [f"{ind}{target}, pos = _rb({b}, pos, {c}, {n})"]
             if t == "records":
@@ -566,7 +570,7 @@ class _Compiler:
                         f"{ind}    {target}, pos = d_{t}({b}, pos)"]
             return [f"{ind}{target}, pos = d_{t}({b}, pos)"]
         cnt = self.fresh("n")
-        L = [f"{ind}{cnt}, pos = _ral({b}, pos, {c}, {n})"]
+        L = self.read_count(cnt, ind, b, c, n)
         if n:
             L += [f"{ind}if {cnt} < 0:", f"{ind}    {target} = None", f"{ind}else:"]
             ind2 = ind + "    "
@@ -581,7 +585,7 @@ class _Compiler:
         e = self.fresh("e")
         L += [f"{ind2}{lst} = []", f"{ind2}for _ in range({cnt}):"]
         if t == "string":
-            L.append(f"{ind2}    {e}, pos = _rs({b}, pos, {c}, False)")
+            L.extend(self.read_string(e, ind2 + "    ", b, c, False))
         elif t == "uuid":
             L.append(f"{ind2}    {e}, pos = _ru({b}, pos)")
         elif t == "bytes":
@@ -592,6 +596,45 @@ class _Compiler:
             L.append(f"{ind2}    {e}, pos = d_{t}({b}, pos)")
         L += [f"{ind2}    {lst}.append({e})", f"{ind2}{target} = {lst}"]
         return L
+
+    def read_string(self, target: str, ind: str, b: str, compact: bool, nullable: bool) -> list[str]:
+        """Inline fast path for the common short non-null string; the helper does the rest."""
+        n = self.fresh("sn")
+        e = self.fresh("se")
+        if compact:
+            return [f"{ind}{n} = {b}[pos]",
+                    f"{ind}if 0 < {n} < 128:",
+                    f"{ind}    {e} = pos + {n}",
+                    f"{ind}    if {e} > len({b}):",
+                    f"{ind}        raise _trunc('string', pos)",
+                    f"{ind}    {target} = str({b}[pos + 1:{e}], 'utf-8')",
+                    f"{ind}    pos = {e}",
+                    f"{ind}else:",
+                    f"{ind}    {target}, pos = _rs({b}, pos, True, {nullable})"]
+        return [f"{ind}{n}, = S_h.unpack_from({b}, pos)",
+                f"{ind}if {n} >= 0:",
+                f"{ind}    {e} = pos + 2 + {n}",
+                f"{ind}    if {e} > len({b}):",
+                f"{ind}        raise _trunc('string', pos)",
+                f"{ind}    {target} = str({b}[pos + 2:{e}], 'utf-8')",
+                f"{ind}    pos = {e}",
+                f"{ind}else:",
+                f"{ind}    {target}, pos = _rs({b}, pos, False, {nullable})"]
+
+    def read_count(self, cnt: str, ind: str, b: str, compact: bool, nullable: bool) -> list[str]:
+        """Array element count; the inline path only takes counts that cannot over-allocate."""
+        if compact:
+            return [f"{ind}{cnt} = {b}[pos]",
+                    f"{ind}if 0 < {cnt} < 128:",
+                    f"{ind}    {cnt} -= 1",
+                    f"{ind}    pos += 1",
+                    f"{ind}else:",
+                    f"{ind}    {cnt}, pos = _ral({b}, pos, True, {nullable})"]
+        return [f"{ind}{cnt}, = S_i.unpack_from({b}, pos)",
+                f"{ind}if 0 <= {cnt} < 128:",
+                f"{ind}    pos += 4",
+                f"{ind}else:",
+                f"{ind}    {cnt}, pos = _ral({b}, pos, False, {nullable})"]
 
     # ---- encoding ----
 
@@ -659,7 +702,8 @@ class _Compiler:
         if f.struct:
             if f.has_default and f.default is None:
                 return f"{v} is not None"
-            return f"{v} != C_{f.struct}()"
+            self.need_default_test(f.struct)
+            return f"not z_{f.struct}({v})"
         t = f.type
         if t in ("bytes", "records"):
             if f.default_value() is None:
@@ -677,7 +721,7 @@ class _Compiler:
                 s = self.struct_const(_FIXED[t])
                 return [f"{ind}{out} += {s}.pack({v})"]
             if t == "string":
-                return [f"{ind}_ws({out}, {v}, {c})"]
+                return self.write_string(v, ind, out, c, self.nullable(f), f.attr)
             if t == "bytes":
                 return [f"{ind}_wb({out}, {v}, {c})"]
             if t == "uuid":
@@ -694,22 +738,77 @@ class _Compiler:
                             t, x, out, ind + "    ", tagged)
             return call
         x = self.fresh("a")
-        L = [f"{ind}{x} = {v}", f"{ind}if {x} is None:", f"{ind}    _wal({out}, None, {c})", f"{ind}else:",
-             f"{ind}    _wal({out}, len({x}), {c})"]
         ind2 = ind + "    "
+        L = [f"{ind}{x} = {v}", f"{ind}if {x} is None:", f"{ind}    _wal({out}, None, {c})", f"{ind}else:"]
+        if c:
+            k = self.fresh("k")
+            L += [f"{ind2}{k} = len({x})", f"{ind2}if {k} < 127:", f"{ind2}    {out}.append({k} + 1)",
+                  f"{ind2}else:", f"{ind2}    _wuv({out}, {k} + 1)"]
+        else:
+            L.append(f"{ind2}{out} += S_i.pack(len({x}))")
         if t in _FIXED:
             L.append(f"{ind2}{out} += _pack('>%d{_FIXED[t]}' % len({x}), *{x})")
             return L
         e = self.fresh("e")
         L.append(f"{ind2}for {e} in {x}:")
         if t == "string":
-            L.append(f"{ind2}    _ws({out}, {e}, {c})")
+            L.extend(self.write_string(e, ind2 + "    ", out, c, False, f.attr))
         elif t == "uuid":
             L.append(f"{ind2}    {out} += {e}._bytes")
         elif t == "bytes":
             L.append(f"{ind2}    _wb({out}, {e}, {c})")
         else:
             L.extend(self.struct_call(t, e, out, ind2 + "    ", tagged))
+        return L
+
+    def need_default_test(self, sname: str) -> None:
+        """Emit ``z_<struct>(o)``: o equals a default-constructed struct (all fields, all versions).
+
+        Kafka writes a tagged struct only when it differs from ``new Struct()``; comparing
+        field by field in generated code avoids building a default object on every encode.
+        """
+        if sname in self.z_done:
+            return
+        self.z_done.add(sname)
+        sd = self.struct_def(sname)
+        conds = []
+        for f in sd.fields:
+            a = f"o.{f.attr}"
+            if f.struct and not f.is_array:
+                if f.has_default and f.default is None:
+                    conds.append(f"{a} is None")
+                else:
+                    self.need_default_test(f.struct)
+                    conds.append(f"({a} is not None and z_{f.struct}({a}))")
+            elif f.is_array:
+                conds.append(f"{a} is None" if f.has_default and f.default is None else f"{a} == []")
+            elif f.type == "uuid":
+                conds.append(f"{a} == _ZU")
+            elif f.type in ("bytes", "records"):
+                d = f.default_value()
+                conds.append(f"{a} is None" if d is None else f"({a} is not None and len({a}) == 0)")
+            else:
+                conds.append(f"{a} == {f.default_value()!r}")
+        conds.append("not o._unknown_tagged_fields")
+        self.z_src.append(f"def z_{sname}(o):\n    return " + " and ".join(conds))
+
+    def write_string(self, v: str, ind: str, out: str, compact: bool, nullable: bool, attr: str) -> list[str]:
+        x = self.fresh("s")
+        bb = self.fresh("b")
+        nb = self.fresh("k")
+        L = [f"{ind}{x} = {v}", f"{ind}if {x} is None:"]
+        if nullable:
+            null = repr(b"\x00" if compact else b"\xff\xff")
+            L.append(f"{ind}    {out} += {null}")
+        else:
+            L.append(f"{ind}    raise ValueError('{attr} is not nullable at version {self.v}')")
+        L += [f"{ind}else:", f"{ind}    {bb} = {x}.encode('utf-8')", f"{ind}    {nb} = len({bb})"]
+        if compact:
+            L += [f"{ind}    if {nb} < 127:", f"{ind}        {out}.append({nb} + 1)", f"{ind}    else:",
+                  f"{ind}        _wuv({out}, {nb} + 1)"]
+        else:
+            L.append(f"{ind}    {out} += S_h.pack({nb})")
+        L.append(f"{ind}    {out} += {bb}")
         return L
 
     def struct_call(self, sname: str, v: str, out: str, ind: str, tagged: bool) -> list[str]:
