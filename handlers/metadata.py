@@ -106,3 +106,34 @@ async def handle_metadata(ctx: RequestContext, header, request) -> object:
         ),
         error_code=0,
     )
+
+
+DESCRIBE_CLUSTER_KEY = 60
+DescribeClusterResponse = response_class(DESCRIBE_CLUSTER_KEY)
+# DescribeCluster endpoint types: 1 = brokers, 2 = controllers.
+ENDPOINT_BROKERS = 1
+
+
+@handles(DESCRIBE_CLUSTER_KEY, 0, supported_versions(DESCRIBE_CLUSTER_KEY)[1])
+async def handle_describe_cluster(ctx: RequestContext, header, request) -> object:
+    broker = ctx.broker
+    host, port = advertised_endpoint(broker, ctx.listener_name)
+    endpoint_type = request.endpoint_type if header.api_version >= 1 else ENDPOINT_BROKERS
+    if endpoint_type not in (ENDPOINT_BROKERS, 2):
+        return DescribeClusterResponse(
+            throttle_time_ms=0, error_code=int(ErrorCode.UNSUPPORTED_ENDPOINT_TYPE),
+            error_message="Unsupported endpoint type", endpoint_type=endpoint_type, cluster_id=broker.cluster_id,
+            controller_id=-1, brokers=[], cluster_authorized_operations=AUTHORIZED_OPERATIONS_OMITTED)
+    return DescribeClusterResponse(
+        throttle_time_ms=0,
+        error_code=0,
+        error_message=None,
+        endpoint_type=endpoint_type,
+        cluster_id=broker.cluster_id,
+        controller_id=broker.node_id,
+        brokers=[DescribeClusterResponse.DescribeClusterBroker(
+            broker_id=broker.node_id, host=host, port=port, rack=None, is_fenced=False)],
+        cluster_authorized_operations=(
+            CLUSTER_ALL_OPERATIONS if request.include_cluster_authorized_operations else AUTHORIZED_OPERATIONS_OMITTED
+        ),
+    )

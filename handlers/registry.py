@@ -64,9 +64,12 @@ _HANDLER_MODULES = (
     "produce",
     "fetch",
     "list_offsets",
-    "admin",
+    "topics",
+    "configs",
+    "logs",
     "groups",
     "producer_ids",
+    "transactions",
 )
 
 

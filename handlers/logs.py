@@ -1,0 +1,123 @@
+"""Partition-log administration: DescribeLogDirs, DeleteRecords, OffsetForLeaderEpoch."""
+
+from __future__ import annotations
+
+import os
+
+import trio
+
+from ..wire.errors import ErrorCode
+from ..wire.protocol import response_class, supported_versions
+from .common import error_code_for
+from .registry import RequestContext, handles
+
+DELETE_RECORDS_KEY = 21
+OFFSET_FOR_LEADER_EPOCH_KEY = 23
+DESCRIBE_LOG_DIRS_KEY = 35
+
+DeleteRecordsResponse = response_class(DELETE_RECORDS_KEY)
+OffsetForLeaderEpochResponse = response_class(OFFSET_FOR_LEADER_EPOCH_KEY)
+DescribeLogDirsResponse = response_class(DESCRIBE_LOG_DIRS_KEY)
+
+UNDEFINED_EPOCH = -1
+UNDEFINED_EPOCH_OFFSET = -1
+
+
+def end_offset_for_epoch(entries: list[tuple[int, int]], requested: int, log_end_offset: int) -> tuple[int, int]:
+    """Kafka's LeaderEpochFileCache.endOffsetFor: (epoch, end offset) for a requested leader epoch."""
+    if requested == UNDEFINED_EPOCH or not entries:
+        return UNDEFINED_EPOCH, UNDEFINED_EPOCH_OFFSET
+    if requested == entries[-1][0]:
+        return requested, log_end_offset
+    higher = next(((e, o) for e, o in entries if e > requested), None)
+    if higher is None:
+        return UNDEFINED_EPOCH, UNDEFINED_EPOCH_OFFSET
+    floor = None
+    for e, o in entries:
+        if e <= requested:
+            floor = (e, o)
+    return (floor[0] if floor is not None else requested), higher[1]
+
+
+@handles(OFFSET_FOR_LEADER_EPOCH_KEY, 2, supported_versions(OFFSET_FOR_LEADER_EPOCH_KEY)[1])
+async def handle_offset_for_leader_epoch(ctx: RequestContext, header, request) -> object:
+    R = OffsetForLeaderEpochResponse
+    broker = ctx.broker
+    topics = []
+    for wanted in request.topics:
+        topic = broker.metadata.get(wanted.topic)
+        results = []
+        for p in wanted.partitions:
+            plog = broker.partition_log(wanted.topic, p.partition) if topic is not None else None
+            code = ErrorCode.NONE
+            if plog is None:
+                code = ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
+            elif p.current_leader_epoch > broker.leader_epoch:
+                code = ErrorCode.UNKNOWN_LEADER_EPOCH
+            elif 0 <= p.current_leader_epoch < broker.leader_epoch:
+                code = ErrorCode.FENCED_LEADER_EPOCH
+            if code != ErrorCode.NONE:
+                results.append(R.EpochEndOffset(error_code=int(code), partition=p.partition,
+                                                leader_epoch=UNDEFINED_EPOCH, end_offset=UNDEFINED_EPOCH_OFFSET))
+                continue
+            epoch, end = end_offset_for_epoch(plog.leader_epoch_cache.entries, p.leader_epoch, plog.log_end_offset)
+            results.append(R.EpochEndOffset(error_code=0, partition=p.partition, leader_epoch=epoch, end_offset=end))
+        topics.append(R.OffsetForLeaderTopicResult(topic=wanted.topic, partitions=results))
+    return R(throttle_time_ms=0, topics=topics)
+
+
+@handles(DELETE_RECORDS_KEY, 0, supported_versions(DELETE_RECORDS_KEY)[1])
+async def handle_delete_records(ctx: RequestContext, header, request) -> object:
+    R = DeleteRecordsResponse
+    broker = ctx.broker
+    topics = []
+    for wanted in request.topics:
+        topic = broker.metadata.get(wanted.name)
+        results = []
+        for p in wanted.partitions:
+            plog = broker.partition_log(wanted.name, p.partition_index) if topic is not None else None
+            if plog is None:
+                results.append(R.DeleteRecordsPartitionResult(partition_index=p.partition_index, low_watermark=-1,
+                                                              error_code=int(ErrorCode.UNKNOWN_TOPIC_OR_PARTITION)))
+                continue
+            # -1 means "up to the high watermark", as in Kafka.
+            offset = plog.high_watermark if p.offset == -1 else p.offset
+            try:
+                low = await trio.to_thread.run_sync(plog.delete_records_before, offset)
+            except Exception as exc:
+                results.append(R.DeleteRecordsPartitionResult(partition_index=p.partition_index, low_watermark=-1,
+                                                              error_code=int(error_code_for(exc))))
+                continue
+            results.append(R.DeleteRecordsPartitionResult(partition_index=p.partition_index, low_watermark=low,
+                                                          error_code=0))
+        topics.append(R.DeleteRecordsTopicResult(name=wanted.name, partitions=results))
+    return R(throttle_time_ms=0, topics=topics)
+
+
+@handles(DESCRIBE_LOG_DIRS_KEY, 1, supported_versions(DESCRIBE_LOG_DIRS_KEY)[1])
+async def handle_describe_log_dirs(ctx: RequestContext, header, request) -> object:
+    R = DescribeLogDirsResponse
+    broker = ctx.broker
+    wanted = None
+    if request.topics is not None:
+        wanted = {(t.topic, p) for t in request.topics for p in t.partitions}
+    results = []
+    for log_dir in broker.config.log_dirs:
+        by_topic: dict[str, list] = {}
+        for plog in broker.log_manager.all_logs():
+            if plog.dir.parent.resolve() != log_dir.resolve():
+                continue
+            if wanted is not None and (plog.topic, plog.partition) not in wanted:
+                continue
+            by_topic.setdefault(plog.topic, []).append(R.DescribeLogDirsPartition(
+                partition_index=plog.partition, partition_size=plog.size_in_bytes(), offset_lag=0, is_future_key=False))
+        try:
+            stats = os.statvfs(log_dir)
+            total, usable = stats.f_blocks * stats.f_frsize, stats.f_bavail * stats.f_frsize
+        except OSError:
+            total = usable = -1
+        results.append(R.DescribeLogDirsResult(
+            error_code=0, log_dir=str(log_dir.resolve()),
+            topics=[R.DescribeLogDirsTopic(name=name, partitions=parts) for name, parts in sorted(by_topic.items())],
+            total_bytes=total, usable_bytes=usable))
+    return R(throttle_time_ms=0, error_code=0, results=results)
