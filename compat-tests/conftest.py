@@ -140,16 +140,26 @@ def any_broker(request: pytest.FixtureRequest, _module_factory: _Factory) -> Bro
 
 
 @pytest.fixture(scope="session")
-def java_client() -> Callable[..., JavaClient]:
-    """``java_client(bootstrap, version="4.1.1")`` -> :class:`JavaClient` (the stock Java client)."""
+def java_client() -> Iterator[Callable[..., JavaClient]]:
+    """``java_client(bootstrap_or_broker, version="4.1.1")`` -> :class:`JavaClient` (the stock Java client).
+
+    Clients are cached per (bootstrap, version), so a module's tests share one driver JVM;
+    all of them are closed at the end of the session.
+    """
+    clients: dict[tuple[str, str], JavaClient] = {}
 
     def make(bootstrap: str | BrokerProcess, version: str = DEFAULT_KAFKA_VERSION) -> JavaClient:
         require_tool(f"java-driver-{version}")
         if isinstance(bootstrap, BrokerProcess):
             bootstrap = bootstrap.bootstrap
-        return JavaClient(bootstrap, version=version)
+        key = (bootstrap, version)
+        if key not in clients:
+            clients[key] = JavaClient(bootstrap, version=version)
+        return clients[key]
 
-    return make
+    yield make
+    for client in clients.values():
+        client.close()
 
 
 @pytest.fixture(scope="session")

@@ -26,16 +26,19 @@ import base64
 import hashlib
 import json
 import os
+import select
 import shutil
 import signal
 import socket
 import struct
 import subprocess
 import sys
+import tempfile
 import time
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import IO
 
 COMPAT_DIR = Path(__file__).resolve().parent
 REPO_ROOT = COMPAT_DIR.parent
@@ -707,16 +710,26 @@ class JavaClientError(RuntimeError):
 class JavaClient:
     """Drives ``compat-tests/java/KafkaDriver.java`` (the stock Java client) against ``bootstrap``.
 
-    Each call starts one JVM (~1 s). Output is JSON: one object per line; the last line is
-    the summary / result. See ``compat-tests/java/KafkaDriver.java`` for every option.
+    By default one JVM stays up (``KafkaDriver serve``) and runs the commands one after the
+    other, so only the first call pays the JVM start and class loading (~1-3 s here); each
+    command still creates and closes its own producer / consumer / admin client.
+    ``persistent=False`` starts a JVM per call instead. Output is JSON: one object per line;
+    the last line is the summary / result. See ``compat-tests/java/KafkaDriver.java`` for every
+    option. Call :meth:`close` (or use ``with``) to end the JVM.
     """
 
-    def __init__(self, bootstrap: str, *, version: str = DEFAULT_KAFKA_VERSION) -> None:
+    def __init__(
+        self, bootstrap: str, *, version: str = DEFAULT_KAFKA_VERSION, persistent: bool = True
+    ) -> None:
         self.bootstrap = bootstrap
         self.version = version
+        self.persistent = persistent
+        self._proc: subprocess.Popen[bytes] | None = None
+        self._stderr: IO[bytes] | None = None
+        self._buf = b""
 
     def command(self, *args: str) -> list[str]:
-        """The full java command line for ``KafkaDriver <args>``."""
+        """The java command line for ``KafkaDriver <args>`` (no ``--bootstrap`` added)."""
         classes = build_java_driver(self.version)
         return [
             java_bin("java"),
@@ -727,26 +740,107 @@ class JavaClient:
             os.pathsep.join([str(classes), kafka_classpath(self.version)]),
             "KafkaDriver",
             *args,
-            "--bootstrap",
-            self.bootstrap,
         ]
 
     def run(self, *args: str, timeout: float = 120.0) -> list[dict[str, object]]:
-        """Run the driver and return its JSON lines; raise :class:`JavaClientError` on failure."""
-        proc = subprocess.run(
-            self.command(*args), capture_output=True, text=True, timeout=timeout, stdin=subprocess.DEVNULL
-        )
-        lines: list[dict[str, object]] = []
-        for line in proc.stdout.splitlines():
-            line = line.strip()
-            if line:
-                lines.append(json.loads(line))
-        if proc.returncode != 0:
-            last = lines[-1] if lines else None
-            raise JavaClientError(
-                f"KafkaDriver {' '.join(args)} exited {proc.returncode}: {last}\n{proc.stderr[-4000:]}", last
+        """Run one driver command and return its JSON lines; :class:`JavaClientError` on failure."""
+        full = [*args, "--bootstrap", self.bootstrap]
+        if self.persistent:
+            rc, lines, stderr = self._run_in_server(full, timeout)
+        else:
+            proc = subprocess.run(
+                self.command(*full), capture_output=True, text=True, timeout=timeout, stdin=subprocess.DEVNULL
             )
+            rc, stderr = proc.returncode, proc.stderr
+            lines = [json.loads(line) for line in proc.stdout.splitlines() if line.strip()]
+        if rc != 0:
+            last = lines[-1] if lines else None
+            raise JavaClientError(f"KafkaDriver {' '.join(args)} exited {rc}: {last}\n{stderr[-4000:]}", last)
         return lines
+
+    def _run_in_server(self, args: list[str], timeout: float) -> tuple[int, list[dict[str, object]], str]:
+        if any("\t" in a or "\n" in a for a in args):
+            raise ValueError("driver arguments may not contain tabs or newlines")
+        if self._proc is None or self._proc.poll() is not None:
+            self._start_server()
+        assert self._proc is not None and self._proc.stdin is not None
+        deadline = time.monotonic() + timeout
+        lines: list[dict[str, object]] = []
+        try:
+            self._proc.stdin.write(("\t".join(args) + "\n").encode())
+            self._proc.stdin.flush()
+            while True:
+                obj = json.loads(self._readline(deadline))
+                if obj.keys() == {"done"}:
+                    return int(obj["done"]), lines, self._stderr_tail()  # type: ignore[call-overload]
+                lines.append(obj)
+        except (OSError, TimeoutError, ValueError) as exc:
+            # A hung or dead driver JVM is replaced on the next call.
+            tail = self._stderr_tail()
+            self.close(kill=True)
+            raise JavaClientError(f"KafkaDriver {' '.join(args)} failed: {exc!r}\n{tail}") from exc
+
+    def _start_server(self) -> None:
+        self.close(kill=True)
+        self._stderr = tempfile.TemporaryFile()
+        self._buf = b""
+        self._proc = subprocess.Popen(
+            self.command("serve"),
+            stdin=subprocess.PIPE,
+            stdout=subprocess.PIPE,
+            stderr=self._stderr,
+            start_new_session=True,
+        )
+
+    def _readline(self, deadline: float) -> str:
+        assert self._proc is not None and self._proc.stdout is not None
+        fd = self._proc.stdout.fileno()
+        while b"\n" not in self._buf:
+            remaining = deadline - time.monotonic()
+            if remaining <= 0:
+                raise TimeoutError("no answer from the Java driver in time")
+            ready, _, _ = select.select([fd], [], [], remaining)
+            if ready:
+                chunk = os.read(fd, 1 << 16)
+                if not chunk:
+                    raise EOFError("Java driver exited")
+                self._buf += chunk
+        line, self._buf = self._buf.split(b"\n", 1)
+        return line.decode()
+
+    def _stderr_tail(self, size: int = 4000) -> str:
+        if self._stderr is None:
+            return ""
+        self._stderr.seek(0, os.SEEK_END)
+        end = self._stderr.tell()
+        self._stderr.seek(max(0, end - size))
+        return self._stderr.read().decode(errors="replace")
+
+    def close(self, kill: bool = False) -> None:
+        """End the persistent driver JVM (EOF on its stdin, SIGKILL if it lingers or ``kill``)."""
+        proc, self._proc = self._proc, None
+        if proc is not None:
+            if not kill and proc.stdin is not None:
+                try:
+                    proc.stdin.close()
+                    proc.wait(10)
+                except (OSError, subprocess.TimeoutExpired):
+                    pass
+            if proc.poll() is None:
+                proc.kill()
+                proc.wait()
+            for stream in (proc.stdin, proc.stdout):
+                if stream is not None and not stream.closed:
+                    stream.close()
+        if self._stderr is not None:
+            self._stderr.close()
+            self._stderr = None
+
+    def __enter__(self) -> JavaClient:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
 
     # -- produce / consume ------------------------------------------------------------------
 

@@ -14,7 +14,14 @@ import time
 from pathlib import Path
 
 import pytest
-from kafka_oracle import CLUSTER_ID, KAFKA_VERSIONS, JavaClient, KafkaBroker, metadata_broker_count
+from kafka_oracle import (
+    CLUSTER_ID,
+    KAFKA_VERSIONS,
+    JavaClient,
+    JavaClientError,
+    KafkaBroker,
+    metadata_broker_count,
+)
 from odradek_broker import OdradekBroker
 
 N_RECORDS = 100
@@ -101,6 +108,16 @@ def test_java_driver_admin(java_topic) -> None:
     client.create_topic("to-delete")
     client.delete_topic("to-delete")
     assert "to-delete" not in client.list_topics()
+
+    # A failing command reports the Java exception and leaves the driver JVM usable.
+    with pytest.raises(JavaClientError) as err:
+        client.describe_topic("no-such-topic")
+    assert err.value.result is not None
+    assert err.value.result["error"] == "org.apache.kafka.common.errors.UnknownTopicOrPartitionException"
+    assert JAVA_TOPIC in client.list_topics()
+    # One JVM per call works too (what a test needing a fresh client process would use).
+    with JavaClient(client.bootstrap, persistent=False) as one_shot:
+        assert JAVA_TOPIC in one_shot.list_topics()
 
 
 @pytest.mark.oracle

@@ -2,6 +2,7 @@
 // compatibility tests through compat-tests/kafka_oracle.py (class JavaClient).
 //
 // Usage: KafkaDriver <command> [options] --bootstrap HOST:PORT
+//        KafkaDriver serve   (commands from stdin, one per line, tab-separated; see serve())
 //   produce  --topic T --count N [--acks all|1|0] [--compression none|gzip|snappy|lz4|zstd]
 //            [--key-format FMT | --null-keys] [--value-format FMT] [--value-size BYTES]
 //            [--header NAME=FMT]... [--partition P] [--timestamp BASE_MS]
@@ -138,11 +139,42 @@ public final class KafkaDriver {
     private static final java.util.Set<String> FLAGS =
             java.util.Set.of("null-keys", "abort", "internal", "commit");
 
-    public static void main(String[] args) {
-        int rc;
+    public static void main(String[] args) throws java.io.IOException {
+        if (args.length == 1 && args[0].equals("serve")) {
+            serve();
+            return;
+        }
+        int rc = runCommand(args);
+        System.out.flush();
+        // Exit explicitly: client threads that failed to close must not keep the JVM alive.
+        System.exit(rc);
+    }
+
+    /**
+     * Runs commands read from stdin, one per line, arguments separated by tabs. After each
+     * command's output comes {"done": <exit code>}. Saves a JVM start (and the client classes'
+     * loading and warm-up, ~1-2 s on a busy machine) per command. Ends at EOF.
+     */
+    private static void serve() throws java.io.IOException {
+        java.io.BufferedReader in =
+                new java.io.BufferedReader(new java.io.InputStreamReader(System.in, StandardCharsets.UTF_8));
+        String line;
+        while ((line = in.readLine()) != null) {
+            if (line.isEmpty()) {
+                continue;
+            }
+            int rc = runCommand(line.split("\t", -1));
+            emit(Map.of("done", rc));
+            System.out.flush();
+        }
+        System.exit(0);
+    }
+
+    /** Runs one command; returns its exit code after printing its JSON lines (or the error). */
+    private static int runCommand(String[] args) {
         try {
             if (args.length < 1) {
-                throw new IllegalArgumentException("usage: KafkaDriver produce|consume|admin ...");
+                throw new IllegalArgumentException("usage: KafkaDriver produce|consume|admin|serve ...");
             }
             switch (args[0]) {
                 case "produce" -> produce(Opts.parse(args, 1, FLAGS));
@@ -155,7 +187,7 @@ public final class KafkaDriver {
                 }
                 default -> throw new IllegalArgumentException("unknown command " + args[0]);
             }
-            rc = 0;
+            return 0;
         } catch (Throwable t) {
             // Report the meaningful exception, not the Future/Kafka wrappers around it.
             Throwable cause = t;
@@ -169,11 +201,8 @@ public final class KafkaDriver {
             err.put("message", String.valueOf(cause.getMessage()));
             emit(err);
             t.printStackTrace(System.err);
-            rc = 1;
+            return 1;
         }
-        System.out.flush();
-        // Exit explicitly: client threads that failed to close must not keep the JVM alive.
-        System.exit(rc);
     }
 
     // ----------------------------------------------------------------------------- produce
