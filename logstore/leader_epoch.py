@@ -65,22 +65,20 @@ class LeaderEpochCache:
             self.flush()
 
     def end_offset_for(self, epoch: int, log_end_offset: int) -> tuple[int, int]:
-        """(epoch, end offset) for OffsetsForLeaderEpoch: the start of the next higher epoch."""
-        if not self.entries or epoch < self.entries[0][0]:
+        """(epoch, end offset) for OffsetsForLeaderEpoch (Kafka's endOffsetFor).
+
+        The latest epoch ends at the LEO; an older one ends where the next higher epoch starts (with the
+        largest known epoch <= the requested one); an epoch above every known one gives (-1, -1).
+        """
+        if epoch < 0 or not self.entries:
             return -1, -1
         if epoch == self.entries[-1][0]:
             return epoch, log_end_offset
-        found = None
-        for i, (e, _o) in enumerate(self.entries):
-            if e > epoch:
-                found = i
-                break
-        if found is None:
-            return self.entries[-1][0], log_end_offset
-        prev = self.entries[found - 1] if found > 0 else None
-        if prev is None:
+        higher = next(((e, o) for e, o in self.entries if e > epoch), None)
+        if higher is None:
             return -1, -1
-        return prev[0], self.entries[found][1]
+        floor = [(e, o) for e, o in self.entries if e <= epoch]
+        return (floor[-1][0] if floor else epoch), higher[1]
 
     def flush(self) -> None:
         self.file.write(self.entries)

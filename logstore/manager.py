@@ -206,7 +206,9 @@ class LogManager:
         return target
 
     def delete_pending_dirs(self, force: bool = False) -> None:
-        """Remove `-delete` dirs whose delay has passed (call periodically)."""
+        """Remove `-delete` dirs and `.deleted` segments whose delay has passed (call periodically)."""
+        for lg in self.all_logs():
+            lg.delete_pending_segments(force)
         now = time.monotonic()
         keep = []
         for path, due in self._pending_deletes:
@@ -247,6 +249,11 @@ class LogManager:
                 continue  # Kafka leaves it 0 bytes in a dir with no partitions
             assert d.high_watermarks is not None
             d.high_watermarks.write({tp: lg.high_watermark for tp, lg in logs.items()})
+
+    def cleanup_logs(self, now_ms: int | None = None) -> int:
+        """Retention pass over every log (Kafka: every log.retention.check.interval.ms = 5 min);
+        returns the number of segments deleted."""
+        return sum(lg.delete_old_segments(now_ms) for lg in self.all_logs() if not lg.closed)
 
     def flush_dirty_logs(self, now_ms: int | None = None) -> list[PartitionLog]:
         """fsync logs whose flush.messages / flush.ms is due (blocking; run it in a thread)."""

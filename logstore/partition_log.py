@@ -36,6 +36,7 @@ from .errors import (
 )
 from .errors import (
     InvalidTimestampError,
+    KafkaStorageError,
     LogDeletedError,
     MessageTooLargeError,
     OffsetOutOfRangeError,
@@ -167,6 +168,8 @@ class PartitionLog:
         # Kafka decodes every record of a produced batch (structure, max timestamp). False trusts the
         # CRC-protected header instead (much faster for small records; see docs/benchmarks-logstore.md).
         self.validate_records = True
+        # segments renamed to *.deleted, removed after file.delete.delay.ms (readers may still hold them)
+        self._pending_deletes: list[tuple[LogSegment, float]] = []
 
     # =====================================================================================
     # construction / loading
@@ -532,16 +535,20 @@ class PartitionLog:
         size = len(view)
         rolled = False
         seg = self.segments[-1]
-        if seg.should_roll(size, max_ts, last, now):
-            self.roll(first, now)
-            seg = self.segments[-1]
-            rolled = True
-        if leader_epoch >= 0:
-            self.leader_epoch_cache.assign(leader_epoch, first)
-        if self._metadata_dirty and self.topic_id is not None:
-            self.partition_metadata.write(self.topic_id)
-            self._metadata_dirty = False
-        seg.append(last, max_ts, last, view)
+        try:
+            if seg.should_roll(size, max_ts, last, now):
+                self.roll(first, now)
+                seg = self.segments[-1]
+                rolled = True
+            if leader_epoch >= 0:
+                self.leader_epoch_cache.assign(leader_epoch, first)
+            if self._metadata_dirty and self.topic_id is not None:
+                self.partition_metadata.write(self.topic_id)
+                self._metadata_dirty = False
+            seg.append(last, max_ts, last, view)
+        except OSError as e:
+            # disk full, I/O error, ...: Kafka marks the dir offline and answers KAFKA_STORAGE_ERROR
+            raise KafkaStorageError(f"I/O error while appending to {self.name}: {e}") from e
         if h.producer_id >= 0:
             psm = self.producer_state
             is_control = bool(h.attributes & 0x20)
@@ -657,6 +664,10 @@ class PartitionLog:
             i += 1
         return empty()
 
+    def end_offset_for_epoch(self, leader_epoch: int) -> tuple[int, int]:
+        """OffsetsForLeaderEpoch answer: (epoch, end offset), (-1, -1) if unknown."""
+        return self.leader_epoch_cache.end_offset_for(leader_epoch, self.log_end_offset)
+
     @property
     def last_stable_offset(self) -> int:
         """LSO: first offset of the oldest open transaction, else the high watermark."""
@@ -732,28 +743,96 @@ class PartitionLog:
     # retention / truncation
     # =====================================================================================
     def delete_records_before(self, offset: int) -> int:
-        """DeleteRecords: move the log start offset to `offset` (<= high watermark) and drop whole
-        segments below it. Returns the new log start offset."""
+        """DeleteRecords: move the log start offset to `offset` (<= high watermark) and drop the
+        segments wholly below it. Returns the new log start offset."""
         if offset > self.high_watermark:
             raise OffsetOutOfRangeError(offset, self.log_start_offset, self.high_watermark, self.name)
         if offset <= self.log_start_offset:
             return self.log_start_offset
-        self.log_start_offset = offset
-        self.leader_epoch_cache.truncate_from_start(offset)
-        # delete segments wholly below the new start (the active one stays; roll first if it is empty)
-        keep_from = 0
-        for i in range(len(self.segments) - 1):
-            if self.segments[i + 1].base_offset <= offset:
-                keep_from = i + 1
-        if keep_from:
-            if keep_from >= len(self.segments):
-                keep_from = len(self.segments) - 1
-            for s in self.segments[:keep_from]:
-                s.change_file_suffixes("", files.DELETED_SUFFIX)
-                s.delete_files()
-            self._set_segments(self.segments[keep_from:])
-        self.producer_state.delete_snapshots_before(self.segments[0].base_offset)
+        self._increment_log_start_offset(offset)
+        self.delete_old_segments(only_log_start=True)
         return self.log_start_offset
+
+    def _increment_log_start_offset(self, offset: int) -> None:
+        if offset > self.log_start_offset:
+            self.log_start_offset = offset
+            self.leader_epoch_cache.truncate_from_start(offset)
+
+    def _deletable(self, predicate) -> list[LogSegment]:
+        out = []
+        segs = self.segments
+        for i, seg in enumerate(segs):
+            nxt = segs[i + 1] if i + 1 < len(segs) else None
+            upper = nxt.base_offset if nxt is not None else self.log_end_offset
+            last_and_empty = nxt is None and seg.size == 0
+            # never past the high watermark, so the log start offset cannot pass it
+            if self.high_watermark >= upper and not last_and_empty and predicate(seg, nxt):
+                out.append(seg)
+            else:
+                break
+        return out
+
+    def _delete_segments(self, deletable: list[LogSegment], reason: str, now_ms: int | None) -> int:
+        if not deletable:
+            return 0
+        to_delete = list(deletable)
+        if len(to_delete) == len(self.segments):
+            # a log always keeps one segment: roll an empty one at the LEO first
+            new = self.roll(now_ms=now_ms)
+            if to_delete[-1].base_offset == new.base_offset:
+                to_delete.pop()
+        keep = [s for s in self.segments if s not in to_delete]
+        self._set_segments(keep)
+        due = time.monotonic() + self.config.file_delete_delay_ms / 1000
+        for seg in to_delete:
+            log.info("Deleting segment %s of %s due to %s", seg.base_offset, self.name, reason)
+            seg.change_file_suffixes("", files.DELETED_SUFFIX)
+            self._pending_deletes.append((seg, due))
+        self.producer_state.delete_snapshots_before(self.segments[0].base_offset)
+        self._increment_log_start_offset(self.segments[0].base_offset)
+        if self.config.file_delete_delay_ms <= 0:
+            self.delete_pending_segments(force=True)
+        return len(to_delete)
+
+    def delete_old_segments(self, now_ms: int | None = None, only_log_start: bool = False) -> int:
+        """Retention (Kafka's deleteOldSegments): segments past retention.ms (by their largest
+        timestamp), beyond retention.bytes, or wholly below the log start offset. Files are renamed
+        to `.deleted` and removed after file.delete.delay.ms (`delete_pending_segments`). Returns
+        the number of segments deleted. Call it periodically (log.retention.check.interval.ms)."""
+        now = _now_ms() if now_ms is None else now_ms
+        cfg = self.config
+        n = 0
+        if not only_log_start and "delete" in cfg.cleanup_policy.split(","):
+            if cfg.retention_ms >= 0:
+                n += self._delete_segments(self._deletable(
+                    lambda seg, _nxt: now - seg.largest_timestamp > cfg.retention_ms),
+                    f"retention time {cfg.retention_ms}ms breach", now)
+            if cfg.retention_bytes >= 0:
+                diff = [self.size_in_bytes() - cfg.retention_bytes]
+
+                def size_breach(seg: LogSegment, _nxt) -> bool:
+                    if diff[0] - seg.size >= 0:
+                        diff[0] -= seg.size
+                        return True
+                    return False
+
+                n += self._delete_segments(self._deletable(size_breach),
+                                           f"retention size {cfg.retention_bytes} breach", now)
+        n += self._delete_segments(self._deletable(
+            lambda _seg, nxt: nxt is not None and nxt.base_offset <= self.log_start_offset),
+            f"log start offset {self.log_start_offset} breach", now)
+        return n
+
+    def delete_pending_segments(self, force: bool = False) -> None:
+        """Remove `.deleted` segment files whose delay has passed (or all of them with force)."""
+        now = time.monotonic()
+        keep = []
+        for seg, due in self._pending_deletes:
+            if force or due <= now:
+                seg.delete_files()
+            else:
+                keep.append((seg, due))
+        self._pending_deletes = keep
 
     # =====================================================================================
     # flush / close
@@ -788,6 +867,7 @@ class PartitionLog:
         self.producer_state.take_snapshot(sync=True)
         for seg in self.segments:
             seg.close()
+        self.delete_pending_segments(force=True)
         self.closed = True
 
     def close_handlers(self) -> None:

@@ -251,3 +251,43 @@ def test_transactions_lso_and_aborted_index(tmp_path: Path) -> None:
     lg2 = PartitionLog.open(lg.dir, LogConfig())
     assert txn_path.read_bytes() == want
     lg2.close()
+
+
+def test_retention_time_and_size(tmp_path: Path) -> None:
+    lg = new_log(tmp_path, **{"segment.bytes": "1000", "retention.ms": "1000", "file.delete.delay.ms": "0"})
+    for i in range(6):
+        lg.append_as_leader(make_batch(2, value_size=300, ts=10_000 + i * 1000), 0, 0)
+    n_before = len(lg.segments)
+    # at now=13_500 the segments whose largest timestamp is < 12_500 are expired
+    deleted = lg.delete_old_segments(now_ms=13_500)
+    assert deleted > 0 and len(lg.segments) == n_before - deleted
+    assert lg.log_start_offset == lg.segments[0].base_offset
+    assert all(s.largest_timestamp >= 12_500 for s in lg.segments[:-1])
+    assert not list(lg.dir.glob("*.deleted"))
+    # everything expired: an empty segment is rolled at the LEO first (Kafka's 4.1 fixture shape)
+    lg.delete_old_segments(now_ms=10**12)
+    assert [s.base_offset for s in lg.segments] == [12] and lg.log_start_offset == 12
+    lg.close()
+    names = sorted(p.name for p in lg.dir.iterdir() if p.name[0] == "0")
+    assert names == ["00000000000000000012.index", "00000000000000000012.log", "00000000000000000012.snapshot",
+                     "00000000000000000012.timeindex"]
+    assert all((lg.dir / n).stat().st_size == (10 if n.endswith("snapshot") else 0) for n in names)
+    size_log = new_log(tmp_path / "s", **{"segment.bytes": "1000", "retention.bytes": "1500"})
+    for _ in range(6):
+        size_log.append_as_leader(make_batch(2, value_size=300), 0, 0)
+    size_log.delete_old_segments(now_ms=0)
+    assert size_log.size_in_bytes() - size_log.active_segment.size <= 1500
+    assert list(size_log.dir.glob("*.log.deleted"))  # kept for file.delete.delay.ms
+    size_log.close()
+    assert not list(size_log.dir.glob("*.deleted"))
+
+
+def test_end_offset_for_epoch(tmp_path: Path) -> None:
+    lg = new_log(tmp_path)
+    lg.append_as_leader(make_batch(3), 0, 0)
+    lg.become_leader(2)
+    lg.append_as_leader(make_batch(3), 2, 0)
+    assert lg.end_offset_for_epoch(0) == (0, 3)
+    assert lg.end_offset_for_epoch(1) == (0, 3)
+    assert lg.end_offset_for_epoch(2) == (2, 6)
+    assert lg.end_offset_for_epoch(3) == (-1, -1)
