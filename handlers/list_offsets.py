@@ -73,7 +73,8 @@ async def handle_list_offsets(ctx: RequestContext, header, request) -> object:
                     old_style_offsets=[offset] if version == 0 else [],
                     timestamp=timestamp,
                     offset=offset,
-                    leader_epoch=-1 if epoch is None else epoch,
+                    # The field exists from v4; older versions must carry its default.
+                    leader_epoch=-1 if epoch is None or version < 4 else epoch,
                 )
             )
         topics.append(TopicResponse(name=wanted.name, partitions=partitions))
