@@ -291,3 +291,19 @@ def test_end_offset_for_epoch(tmp_path: Path) -> None:
     assert lg.end_offset_for_epoch(1) == (0, 3)
     assert lg.end_offset_for_epoch(2) == (2, 6)
     assert lg.end_offset_for_epoch(3) == (-1, -1)
+
+
+def test_roll_when_index_full_and_jitter(tmp_path: Path) -> None:
+    # 80-byte .index = 10 slots; 80 -> 72-byte .timeindex = 6 slots, full at 5 (one kept for the roll entry)
+    lg = new_log(tmp_path, **{"segment.index.bytes": "80", "index.interval.bytes": "1"})
+    for i in range(20):
+        lg.append_as_leader(make_batch(1, value_size=10, ts=1000 + i), 0, 0)
+    assert len(lg.segments) > 1
+    for seg in lg.segments[:-1]:
+        assert seg.time_index.entries <= 6 and seg.offset_index.entries <= 10
+    assert lg.active_segment.offset_index_path.stat().st_size == 80
+    assert lg.active_segment.time_index_path.stat().st_size == 72
+    lg.close()
+    j = PartitionLog.open(tmp_path / "j-0", LogConfig.from_props({"segment.ms": "1000", "segment.jitter.ms": "500"}))
+    assert 0 <= j.active_segment.roll_jitter_ms < 500
+    j.close()
