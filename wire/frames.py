@@ -12,6 +12,9 @@ from collections import deque
 from .errors import ProtocolError
 
 DEFAULT_MAX_FRAME_SIZE = 104857600  # Kafka's socket.request.max.bytes default (100 MiB)
+# Frames up to this size get their whole buffer when the size prefix arrives; bigger ones grow
+# as bytes come in, so a peer that announces 100 MiB and sends nothing costs nothing.
+PREALLOCATE_MAX = 1 << 20
 
 
 class FrameSplitter:
@@ -25,13 +28,14 @@ class FrameSplitter:
     the stream cannot be resynchronised: the connection must be closed.
     """
 
-    __slots__ = ("max_frame_size", "_header", "_body", "_filled", "_ready", "_error")
+    __slots__ = ("max_frame_size", "_header", "_body", "_filled", "_size", "_ready", "_error")
 
     def __init__(self, max_frame_size: int = DEFAULT_MAX_FRAME_SIZE) -> None:
         self.max_frame_size = max_frame_size
         self._header = bytearray()  # partial 4-byte size prefix
         self._body: bytearray | None = None  # frame being filled
         self._filled = 0
+        self._size = 0  # size of the frame being filled
         self._ready: deque[memoryview] = deque()
         self._error: ProtocolError | None = None
 
@@ -69,13 +73,17 @@ class FrameSplitter:
                     self._ready.append(memoryview(bytearray(mv[pos : pos + size])))
                     pos += size
                     continue
-                self._body = body = bytearray(size)
+                self._body = body = bytearray(size) if size <= PREALLOCATE_MAX else bytearray()
+                self._size = size
                 self._filled = 0
-            take = min(len(body) - self._filled, n - pos)
-            body[self._filled : self._filled + take] = mv[pos : pos + take]
+            take = min(self._size - self._filled, n - pos)
+            if len(body) == self._size:
+                body[self._filled : self._filled + take] = mv[pos : pos + take]
+            else:
+                body += mv[pos : pos + take]
             self._filled += take
             pos += take
-            if self._filled == len(body):
+            if self._filled == self._size:
                 self._ready.append(memoryview(body))
                 self._body = None
 

@@ -75,3 +75,16 @@ def test_empty_frame_and_max_size() -> None:
     sp = FrameSplitter(3)
     sp.feed(_stream([b"", b"abc"]))
     assert _drain(sp) == [b"", b"abc"]
+
+
+def test_big_announced_frame_grows_with_the_data() -> None:
+    sp = FrameSplitter(100 * 1024 * 1024)
+    sp.feed(struct.pack(">i", 50 * 1024 * 1024) + b"x" * 10)
+    assert sp.next_frame() is None and sp.buffered == 10
+    assert len(sp._body) == 10  # nothing allocated for bytes that have not arrived
+    payload = bytes(range(256)) * 8192  # 2 MiB
+    sp2 = FrameSplitter(10 * 1024 * 1024)
+    data = struct.pack(">i", len(payload)) + payload
+    for i in range(0, len(data), 65536):
+        sp2.feed(data[i : i + 65536])
+    assert bytes(sp2.next_frame()) == payload
