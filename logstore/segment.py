@@ -11,6 +11,7 @@ import logging
 import mmap
 import os
 import random
+import struct
 import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
@@ -381,16 +382,37 @@ class LogSegment:
 
     # -- lifecycle ------------------------------------------------------------------------
     def sanity_check(self) -> None:
-        """Raise FileNotFoundError if an index file is missing, CorruptIndexError if one is malformed."""
-        if not self.offset_index_path.exists():
-            raise FileNotFoundError(f"Offset index file {self.offset_index_path} does not exist")
-        if not self.time_index_path.exists():
-            raise FileNotFoundError(f"Time index file {self.time_index_path} does not exist")
-        self.offset_index.sanity_check()
-        self.time_index.sanity_check()
+        """Raise FileNotFoundError if an index file is missing, CorruptIndexError if one is malformed.
+
+        Reads only file sizes and the last entries (with pread), so loading a log does not open
+        every segment's indexes (they stay lazy, as in Kafka).
+        """
+        if self._offset_index is not None or self._time_index is not None:
+            self.offset_index.sanity_check()
+            self.time_index.sanity_check()
+        else:
+            for path, entry in ((self.offset_index_path, 8), (self.time_index_path, 12)):
+                try:
+                    length = path.stat().st_size
+                except FileNotFoundError:
+                    raise FileNotFoundError(f"Index file {path} does not exist") from None
+                if length % entry:
+                    raise CorruptIndexError(f"Index file {path} is corrupt, found {length} bytes which is "
+                                            f"not a multiple of {entry}.")
+                if length:
+                    with open(path, "rb") as f:
+                        first = os.pread(f.fileno(), entry, 0)
+                        last = os.pread(f.fileno(), entry, length - entry)
+                    if entry == 8:
+                        rel, pos = struct.unpack(">ii", last)
+                        if rel < 0 or pos > self._size or pos < 0:
+                            raise CorruptIndexError(f"Offset index {path} has a bad last entry ({rel}, {pos})")
+                    else:
+                        ts_first, _ = struct.unpack(">qi", first)
+                        ts_last, rel = struct.unpack(">qi", last)
+                        if rel < 0 or ts_last < ts_first:
+                            raise CorruptIndexError(f"Time index {path} has a bad last entry ({ts_last}, {rel})")
         self.txn_index.sanity_check()
-        if self.offset_index.entries and self.offset_index.entry(self.offset_index.entries - 1)[1] > self._size:
-            raise CorruptIndexError(f"Offset index {self.offset_index_path} points past the end of the log")
 
     def resize_indexes(self, size: int) -> None:
         """Preallocate the indexes again (the active segment after loading)."""
