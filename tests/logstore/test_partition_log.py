@@ -307,3 +307,32 @@ def test_roll_when_index_full_and_jitter(tmp_path: Path) -> None:
     j = PartitionLog.open(tmp_path / "j-0", LogConfig.from_props({"segment.ms": "1000", "segment.jitter.ms": "500"}))
     assert 0 <= j.active_segment.roll_jitter_ms < 500
     j.close()
+
+
+def test_read_every_offset_matches_the_stored_batches(tmp_path: Path) -> None:
+    import random
+
+    rnd = random.Random(7)
+    lg = new_log(tmp_path, **{"segment.bytes": "5000", "index.interval.bytes": "500"})
+    stored = []  # (base, last, bytes)
+    for _ in range(60):
+        b = make_batch(rnd.randint(1, 6), value_size=rnd.randint(0, 400))
+        info = lg.append_as_leader(b, 0, 0)
+        stored.append((info.first_offset, info.last_offset, bytes(b)))
+    assert len(lg.segments) > 3
+    for offset in range(lg.log_end_offset):
+        max_bytes = rnd.choice([1, 300, 2000, 100_000])
+        fd = lg.read(offset, max_bytes)
+        data = b"".join(os.pread(s.file.fileno(), s.size, s.position) for s in fd.slices)
+        k = next(i for i, (base, last, _) in enumerate(stored) if base <= offset <= last)
+        assert fd.first_batch_offset == stored[k][0]
+        # whole batches of one segment, starting with the one holding the offset
+        expect = b""
+        seg = lg.segments[max(i for i, s in enumerate(lg.segments) if s.base_offset <= stored[k][0])]
+        nxt_base = next((s.base_offset for s in lg.segments if s.base_offset > seg.base_offset), None)
+        for base, _last, raw in stored[k:]:
+            if nxt_base is not None and base >= nxt_base:
+                break
+            expect += raw
+        limit = max(max_bytes, len(stored[k][2]))
+        assert data == expect[:limit]
