@@ -56,6 +56,8 @@ class Broker:
         await trio.to_thread.run_sync(self.log_manager.startup)
         self.metadata = ClusterMetadata.load(self)
         self.producer_ids = ProducerIdManager.after_logs(self.log_manager.all_logs())
+        from .group_coordinator import GroupCoordinator  # noqa: PLC0415 - keeps broker import light
+        self.coordinators.setdefault("groups", GroupCoordinator(self))
         for name in ("groups", "transactions"):
             coordinator = self.coordinators.get(name)
             if coordinator is not None:
@@ -79,6 +81,7 @@ class Broker:
             nursery.start_soon(self._every, hw_interval, self.log_manager.checkpoint_high_watermarks)
             nursery.start_soon(self._every, rp_interval, self.log_manager.checkpoint_recovery_points)
             nursery.start_soon(self._every, rp_interval, self.log_manager.checkpoint_log_start_offsets)
+            nursery.start_soon(self.coordinators["groups"].run)
             flush_ms = cfg.log_flush_interval_ms
             if flush_ms < 2**62:
                 nursery.start_soon(self._every, max(flush_ms, 1) / 1000, self._flush_due_logs)

@@ -1,0 +1,281 @@
+"""KIP-848 consumer groups: ConsumerGroupHeartbeat with server-side assignment.
+
+The group has an epoch that grows whenever membership or subscriptions change; the target
+assignment is recomputed for that epoch by the group's assignor. Each member then
+reconciles towards its target, Kafka style: first it revokes what it must give up (keeping
+its old member epoch), and only once it has acknowledged the revocation does it move to
+the new epoch and receive new partitions — and only partitions nobody else still holds
+(until they are released the member is *unreleased*).
+"""
+
+from __future__ import annotations
+
+import logging
+import uuid
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
+
+from ..wire.errors import ErrorCode
+from .assignors import ASSIGNORS, DEFAULT_ASSIGNOR
+from .classic import GroupError
+
+if TYPE_CHECKING:
+    from .coordinator import GroupCoordinator
+
+log = logging.getLogger(__name__)
+
+TopicPartitions = dict[str, set[int]]
+
+STABLE = "stable"
+UNREVOKED_PARTITIONS = "unrevoked_partitions"
+UNRELEASED_PARTITIONS = "unreleased_partitions"
+
+
+@dataclass
+class ConsumerMember:
+    """A member of a consumer group (KIP-848)."""
+
+    member_id: str
+    instance_id: str | None = None
+    rack_id: str | None = None
+    client_id: str = ""
+    client_host: str = ""
+    rebalance_timeout_ms: int = 300000
+    subscribed_topic_names: list[str] = field(default_factory=list)
+    subscribed_topic_regex: str | None = None
+    server_assignor: str | None = None
+    member_epoch: int = 0
+    previous_member_epoch: int = 0
+    state: str = STABLE
+    assigned: TopicPartitions = field(default_factory=dict)
+    pending_revocation: TopicPartitions = field(default_factory=dict)
+    session_deadline: float = 0.0
+    revocation_deadline: float | None = None
+    last_sent: TopicPartitions | None = None
+
+
+def _copy(tp: TopicPartitions) -> TopicPartitions:
+    return {t: set(ps) for t, ps in tp.items() if ps}
+
+
+def _minus(a: TopicPartitions, b: TopicPartitions) -> TopicPartitions:
+    return {t: ps - b.get(t, set()) for t, ps in a.items() if ps - b.get(t, set())}
+
+
+def _union(a: TopicPartitions, b: TopicPartitions) -> TopicPartitions:
+    out = _copy(a)
+    for t, ps in b.items():
+        out.setdefault(t, set()).update(ps)
+    return out
+
+
+def _empty(tp: TopicPartitions) -> bool:
+    return not any(tp.values())
+
+
+@dataclass
+class HeartbeatResult:
+    """What ConsumerGroupHeartbeat answers (assignment None = unchanged, not sent)."""
+
+    error: ErrorCode = ErrorCode.NONE
+    error_message: str | None = None
+    member_id: str | None = None
+    member_epoch: int = 0
+    heartbeat_interval_ms: int = 0
+    assignment: TopicPartitions | None = None
+
+
+class ConsumerGroup:
+    """A consumer group: members, group epoch, target assignment and its epoch."""
+
+    def __init__(self, group_id: str) -> None:
+        self.group_id = group_id
+        self.group_epoch = 0
+        self.assignment_epoch = 0
+        self.members: dict[str, ConsumerMember] = {}
+        self.target: dict[str, TopicPartitions] = {}
+        self.assignor_name = DEFAULT_ASSIGNOR
+        self.subscribed_partitions: dict[str, int] = {}
+
+    # ---------------------------------------------------------------- queries
+
+    def is_empty(self) -> bool:
+        return not self.members
+
+    def state_name(self) -> str:
+        """Kafka's ConsumerGroupState names: Empty, Assigning, Reconciling, Stable."""
+        if not self.members:
+            return "Empty"
+        if self.group_epoch != self.assignment_epoch:
+            return "Assigning"
+        for member in self.members.values():
+            if member.state != STABLE or member.member_epoch != self.assignment_epoch:
+                return "Reconciling"
+        return "Stable"
+
+    def subscribed_topic_names(self) -> set[str]:
+        return {t for m in self.members.values() for t in m.subscribed_topic_names}
+
+    # ---------------------------------------------------------------- validation for offsets
+
+    def validate_offset_commit(self, member_id: str, member_epoch: int, api_version: int) -> None:
+        if not member_id and member_epoch < 0:
+            if self.members:
+                raise GroupError(ErrorCode.UNKNOWN_MEMBER_ID)
+            return  # an admin/simple commit to an empty group
+        member = self.members.get(member_id)
+        if member is None:
+            raise GroupError(ErrorCode.UNKNOWN_MEMBER_ID)
+        if member_epoch != member.member_epoch:
+            # Older OffsetCommit versions cannot carry a member epoch.
+            raise GroupError(ErrorCode.STALE_MEMBER_EPOCH if api_version >= 9 else ErrorCode.UNSUPPORTED_VERSION)
+
+    def validate_offset_fetch(self, member_id: str, member_epoch: int) -> None:
+        member = self.members.get(member_id)
+        if member is None:
+            raise GroupError(ErrorCode.UNKNOWN_MEMBER_ID)
+        if member_epoch != member.member_epoch:
+            raise GroupError(ErrorCode.STALE_MEMBER_EPOCH)
+
+    # ---------------------------------------------------------------- heartbeat
+
+    def heartbeat(self, coordinator: GroupCoordinator, *, api_version: int, member_id: str, member_epoch: int,
+                  instance_id: str | None, rack_id: str | None, rebalance_timeout_ms: int,
+                  subscribed_topic_names: list[str] | None, subscribed_topic_regex: str | None,
+                  server_assignor: str | None, owned: TopicPartitions | None, client_id: str,
+                  client_host: str, topic_partitions: Callable[[str], int | None]) -> HeartbeatResult:
+        """One ConsumerGroupHeartbeat: join (epoch 0), leave (-1/-2) or heartbeat and reconcile."""
+        now = coordinator.monotonic()
+        interval = coordinator.cfg("group.consumer.heartbeat.interval.ms")
+        session_ms = coordinator.cfg("group.consumer.session.timeout.ms")
+        if member_epoch in (-1, -2):
+            member = self.members.get(member_id)
+            if member is None:
+                raise GroupError(ErrorCode.UNKNOWN_MEMBER_ID)
+            self.remove_member(member_id, "the member left")
+            return HeartbeatResult(member_id=member_id, member_epoch=member_epoch, heartbeat_interval_ms=0)
+        bump = False
+        if member_epoch == 0:
+            if not member_id:
+                if api_version >= 1:
+                    raise GroupError(ErrorCode.INVALID_REQUEST, "MemberId can't be empty.")
+                member_id = str(uuid.uuid4())
+            if subscribed_topic_names is None and subscribed_topic_regex is None:
+                raise GroupError(ErrorCode.INVALID_REQUEST,
+                                 "SubscribedTopicNames or SubscribedTopicRegex must be set in first request.")
+            member = self.members.get(member_id)
+            if member is not None:
+                # Rejoining with epoch 0 resets the member (it lost its assignment).
+                self.remove_member(member_id, "member rejoined with epoch 0", recompute=False)
+            if len(self.members) >= coordinator.cfg("group.consumer.max.size"):
+                raise GroupError(ErrorCode.GROUP_MAX_SIZE_REACHED)
+            member = ConsumerMember(member_id=member_id, instance_id=instance_id, rack_id=rack_id,
+                                    client_id=client_id, client_host=client_host)
+            self.members[member_id] = member
+            bump = True
+        else:
+            member = self.members.get(member_id)
+            if member is None:
+                raise GroupError(ErrorCode.UNKNOWN_MEMBER_ID, f"Member {member_id} is not a member of group {self.group_id}.")
+            if member_epoch != member.member_epoch:
+                # A member that missed our last answer may repeat its previous epoch while it
+                # owns a subset of what it had.
+                owned_ok = owned is not None and _empty(_minus(owned, member.assigned))
+                if not (member_epoch == member.previous_member_epoch and owned_ok):
+                    raise GroupError(ErrorCode.FENCED_MEMBER_EPOCH,
+                                     f"The member epoch {member_epoch} does not match the expected {member.member_epoch}.")
+        member.session_deadline = now + session_ms / 1000
+        if rebalance_timeout_ms >= 0:
+            member.rebalance_timeout_ms = rebalance_timeout_ms
+        if subscribed_topic_names is not None and sorted(subscribed_topic_names) != sorted(member.subscribed_topic_names):
+            member.subscribed_topic_names = sorted(set(subscribed_topic_names))
+            bump = True
+        if subscribed_topic_regex is not None and subscribed_topic_regex != member.subscribed_topic_regex:
+            member.subscribed_topic_regex = subscribed_topic_regex or None
+            bump = True
+        if server_assignor is not None and server_assignor != member.server_assignor:
+            if server_assignor not in ASSIGNORS:
+                raise GroupError(ErrorCode.UNSUPPORTED_ASSIGNOR, f"ServerAssignor {server_assignor} is not supported.")
+            member.server_assignor = server_assignor
+            bump = True
+        # Partition counts of subscribed topics changing (new partitions) also bumps the epoch.
+        partitions = self._partition_counts(topic_partitions)
+        if partitions != self.subscribed_partitions:
+            self.subscribed_partitions = partitions
+            bump = True
+        if bump:
+            self.group_epoch += 1
+        if self.group_epoch > self.assignment_epoch:
+            self.compute_target(topic_partitions)
+        self._reconcile(member, owned, now)
+        changed = member.last_sent is None or member.last_sent != member.assigned or owned is not None and owned != member.assigned
+        result = HeartbeatResult(member_id=member_id, member_epoch=member.member_epoch, heartbeat_interval_ms=interval)
+        if changed or member_epoch == 0:
+            result.assignment = _copy(member.assigned)
+            member.last_sent = _copy(member.assigned)
+        return result
+
+    def _partition_counts(self, topic_partitions: Callable[[str], int | None]) -> dict[str, int]:
+        out = {}
+        for topic in sorted(self.subscribed_topic_names()):
+            n = topic_partitions(topic)
+            if n is not None:
+                out[topic] = n
+        return out
+
+    def compute_target(self, topic_partitions: Callable[[str], int | None]) -> None:
+        """Recompute the target assignment for the current group epoch."""
+        names = {m.server_assignor for m in self.members.values() if m.server_assignor}
+        self.assignor_name = sorted(names)[0] if names else DEFAULT_ASSIGNOR
+        assignor = ASSIGNORS[self.assignor_name]
+        self.subscribed_partitions = self._partition_counts(topic_partitions)
+        subs = {m.member_id: set(m.subscribed_topic_names) for m in self.members.values()}
+        self.target = assignor(subs, self.subscribed_partitions, self.target)
+        self.assignment_epoch = self.group_epoch
+        log.info("Computed the target assignment of consumer group %s for epoch %d with the %s assignor",
+                 self.group_id, self.assignment_epoch, self.assignor_name)
+
+    def _reconcile(self, member: ConsumerMember, owned: TopicPartitions | None, now: float) -> None:
+        if member.state == UNREVOKED_PARTITIONS and member.pending_revocation:
+            if owned is None or any(owned.get(t, set()) & ps for t, ps in member.pending_revocation.items()):
+                return  # still waiting for the member to give the partitions up
+            member.pending_revocation = {}
+            member.revocation_deadline = None
+        target = self.target.get(member.member_id, {})
+        revoke = _minus(member.assigned, target)
+        if revoke:
+            member.assigned = _minus(member.assigned, revoke)
+            member.pending_revocation = revoke
+            member.state = UNREVOKED_PARTITIONS
+            member.revocation_deadline = now + member.rebalance_timeout_ms / 1000
+            return
+        if member.member_epoch != self.assignment_epoch:
+            member.previous_member_epoch = member.member_epoch
+            member.member_epoch = self.assignment_epoch
+        held: TopicPartitions = {}
+        for other in self.members.values():
+            if other is not member:
+                held = _union(held, _union(other.assigned, other.pending_revocation))
+        wanted = _minus(target, member.assigned)
+        free = _minus(wanted, held)
+        member.assigned = _union(member.assigned, free)
+        member.state = STABLE if _empty(_minus(target, member.assigned)) else UNRELEASED_PARTITIONS
+
+    def remove_member(self, member_id: str, reason: str, recompute: bool = True) -> None:
+        if self.members.pop(member_id, None) is None:
+            return
+        self.target.pop(member_id, None)
+        log.info("Member %s left consumer group %s: %s", member_id, self.group_id, reason)
+        if recompute:
+            self.group_epoch += 1
+
+    def expire_sessions(self, coordinator: GroupCoordinator, now: float) -> None:
+        """Fence members whose session timed out or that did not revoke within their rebalance timeout."""
+        for member in list(self.members.values()):
+            if now >= member.session_deadline:
+                self.remove_member(member.member_id, "session timeout")
+            elif member.revocation_deadline is not None and now >= member.revocation_deadline:
+                self.remove_member(member.member_id, "did not revoke partitions within the rebalance timeout")
+        if self.group_epoch > self.assignment_epoch:
+            self.compute_target(coordinator.topic_partition_count)

@@ -1,0 +1,1051 @@
+"""The group coordinator: classic and consumer (KIP-848) groups, committed offsets, persistence.
+
+State lives in memory; every change that Kafka persists is first written to
+``__consumer_offsets`` (one batch per write, appended as coordinator) and replayed from
+there at start-up. One node leads every partition, so this coordinator owns all groups.
+
+Waiting is done with trio: a JoinGroup or SyncGroup call parks on its member's
+``trio.Event`` until the join/sync phase completes; other connections are separate tasks and
+keep being served. A background task (:meth:`GroupCoordinator.run`) drives the timers:
+the initial rebalance delay, rebalance and sync timeouts, session expiry of members and
+the expiry of offsets (``offsets.retention.minutes``).
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import time
+import uuid
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
+
+import trio
+
+from ..config import BROKER_CONFIGS
+from ..wire.errors import ErrorCode
+from ..wire.records import iter_batches
+from . import records as rec
+from .classic import (
+    ClassicGroup,
+    ClassicMember,
+    GroupError,
+    GroupState,
+    JoinResult,
+    SyncResult,
+)
+from .consumer import ConsumerGroup
+
+if TYPE_CHECKING:
+    from ..broker import Broker
+
+log = logging.getLogger(__name__)
+
+# Kafka's defaults for group settings this broker's config table does not list.
+_EXTRA_DEFAULTS = {
+    "offsets.retention.check.interval.ms": 600000,
+    "offset.metadata.max.bytes": 4096,
+    "group.max.size": 2**31 - 1,
+    "group.consumer.session.timeout.ms": 45000,
+    "group.consumer.heartbeat.interval.ms": 5000,
+    "group.consumer.max.size": 2**31 - 1,
+}
+
+#: Timer resolution of the background task (seconds).
+TICK_S = 0.02
+
+
+def _now_ms() -> int:
+    return time.time_ns() // 1_000_000
+
+
+@dataclass(slots=True)
+class CommittedOffset:
+    """A committed offset as OffsetCommitValue holds it."""
+
+    offset: int
+    leader_epoch: int
+    metadata: str
+    commit_timestamp: int
+    expire_timestamp: int = -1
+
+
+Group = ClassicGroup | ConsumerGroup
+
+
+class GroupCoordinator:
+    """Kafka's group coordinator for a single-node cluster (it leads every offsets partition)."""
+
+    def __init__(self, broker: Broker | None, config: Any = None) -> None:
+        self.broker = broker
+        self.config = config if config is not None else (broker.config if broker is not None else None)
+        self.groups: dict[str, Group] = {}
+        self.offsets: dict[str, dict[tuple[str, int], CommittedOffset]] = {}
+        self.active = False
+        self._last_retention_check = 0.0
+        self._clock_ms = _now_ms
+
+    # ================================================================== config
+
+    def cfg(self, key: str) -> int:
+        """An integer broker setting: configured value, else Kafka's default."""
+        if self.config is None:
+            spec = BROKER_CONFIGS.get(key)
+            return int(spec.default) if spec is not None else int(_EXTRA_DEFAULTS[key])
+        if key in BROKER_CONFIGS:
+            return int(self.config.get(key))
+        raw = getattr(self.config, "raw", {}).get(key)
+        return int(raw) if raw is not None else int(_EXTRA_DEFAULTS[key])
+
+    def now_ms(self) -> int:
+        return self._clock_ms()
+
+    @staticmethod
+    def monotonic() -> float:
+        return trio.current_time()
+
+    # ================================================================== lifecycle
+
+    async def startup(self) -> None:
+        """Load groups and offsets from ``__consumer_offsets`` (if it exists)."""
+        if self.broker is not None:
+            self._load_all()
+        self.active = True
+
+    async def shutdown(self) -> None:
+        """Answer parked JoinGroup/SyncGroup calls; the log itself is closed by the broker."""
+        self.active = False
+        for group in self.groups.values():
+            if isinstance(group, ClassicGroup):
+                for member in group.members.values():
+                    self._answer_join(member, JoinResult(error=ErrorCode.NOT_COORDINATOR, member_id=member.member_id))
+                    self._answer_sync(member, SyncResult(error=ErrorCode.NOT_COORDINATOR))
+
+    async def run(self) -> None:
+        """Background timers; runs in the server's nursery until cancelled."""
+        while True:
+            await trio.sleep(TICK_S)
+            try:
+                self.tick()
+            except Exception:
+                log.exception("Group coordinator timer failed")
+
+    def tick(self) -> None:
+        """One pass over the timers (called by :meth:`run`; tests call it directly)."""
+        now = self.monotonic()
+        for group in list(self.groups.values()):
+            if isinstance(group, ClassicGroup):
+                self._classic_timers(group, now)
+            else:
+                group.expire_sessions(self, now)
+        interval = self.cfg("offsets.retention.check.interval.ms") / 1000
+        if now - self._last_retention_check >= interval:
+            self._last_retention_check = now
+            self.expire_offsets()
+
+    # ================================================================== persistence
+
+    def _offsets_partitions(self) -> int:
+        if self.broker is not None and self.broker.metadata is not None:
+            topic = self.broker.metadata.get(rec.OFFSETS_TOPIC)
+            if topic is not None:
+                return topic.partitions
+        return self.cfg("offsets.topic.num.partitions")
+
+    def partition_for(self, group_id: str) -> int:
+        """The ``__consumer_offsets`` partition that holds a group."""
+        return rec.partition_for(group_id, self._offsets_partitions())
+
+    def ensure_offsets_topic(self) -> None:
+        """Create ``__consumer_offsets`` on first use, with the topic configs Kafka gives it."""
+        broker = self.broker
+        if broker is None or broker.metadata is None or broker.metadata.get(rec.OFFSETS_TOPIC) is not None:
+            return
+        configs = {
+            "cleanup.policy": "compact",
+            "segment.bytes": str(self.cfg("offsets.topic.segment.bytes")),
+            "compression.type": "producer",
+        }
+        broker.metadata.create_topic(rec.OFFSETS_TOPIC, self.cfg("offsets.topic.num.partitions"), configs)
+
+    def _append(self, group_id: str, batch: bytearray) -> None:
+        """Append one coordinator batch to the group's offsets partition (raises GroupError)."""
+        broker = self.broker
+        if broker is None:
+            return
+        self.ensure_offsets_topic()
+        partition_log = broker.partition_log(rec.OFFSETS_TOPIC, self.partition_for(group_id))
+        if partition_log is None:
+            raise GroupError(ErrorCode.COORDINATOR_NOT_AVAILABLE)
+        try:
+            partition_log.append_as_coordinator(batch, broker.leader_epoch, self.now_ms())
+        except Exception as exc:  # a failed write must not change the in-memory state
+            log.exception("Writing group %s to %s failed", group_id, rec.OFFSETS_TOPIC)
+            raise GroupError(ErrorCode.UNKNOWN_SERVER_ERROR, str(exc)) from exc
+        broker.notify_appended()
+
+    def _write_group_metadata(self, group: ClassicGroup, assignments: dict[str, bytes] | None = None,
+                              extra: list[tuple[bytes, bytes | None]] | None = None) -> None:
+        value = self.group_metadata_value(group, assignments)
+        records = [(rec.group_metadata_key(group.group_id), rec.group_metadata_value(value))]
+        self._append(group.group_id, rec.group_metadata_batch([*(extra or []), *records], self.now_ms()))
+
+    @staticmethod
+    def group_metadata_value(group: ClassicGroup, assignments: dict[str, bytes] | None = None) -> Any:
+        """The GroupMetadataValue Kafka writes for a group (members only when it has a protocol)."""
+        members = []
+        if group.protocol_name is not None:
+            for member in group.members.values():
+                assignment = (assignments or {}).get(member.member_id, member.assignment)
+                members.append(rec.MemberMetadata(
+                    member_id=member.member_id,
+                    group_instance_id=member.group_instance_id,
+                    client_id=member.client_id,
+                    client_host=member.client_host,
+                    rebalance_timeout=member.rebalance_timeout_ms,
+                    session_timeout=member.session_timeout_ms,
+                    subscription=member.metadata(group.protocol_name),
+                    assignment=assignment,
+                ))
+        return rec.GroupMetadataValue(
+            protocol_type=group.protocol_type or "",
+            generation=group.generation_id,
+            protocol=group.protocol_name,
+            leader=group.leader_id if group.protocol_name is not None else None,
+            current_state_timestamp=-1 if group.current_state_timestamp is None else group.current_state_timestamp,
+            members=members,
+        )
+
+    def _load_all(self) -> None:
+        broker = self.broker
+        if broker is None or broker.metadata is None or broker.metadata.get(rec.OFFSETS_TOPIC) is None:
+            return
+        group_values: dict[str, Any] = {}
+        for partition in range(self._offsets_partitions()):
+            partition_log = broker.partition_log(rec.OFFSETS_TOPIC, partition)
+            if partition_log is None:
+                continue
+            for key, value in _read_records(partition_log):
+                try:
+                    record = rec.decode_record(key, value)
+                except Exception:
+                    log.warning("Skipping an unreadable record in %s-%d", rec.OFFSETS_TOPIC, partition)
+                    continue
+                if isinstance(record, rec.OffsetCommitRecord):
+                    offsets = self.offsets.setdefault(record.group, {})
+                    tp = (record.topic, record.partition)
+                    if record.value is None:
+                        offsets.pop(tp, None)
+                    else:
+                        v = record.value
+                        offsets[tp] = CommittedOffset(
+                            v.offset, v.leader_epoch, v.metadata or "", v.commit_timestamp,
+                            v.expire_timestamp if record.value_version == 1 else -1,
+                        )
+                elif isinstance(record, rec.GroupMetadataRecord):
+                    if record.value is None:
+                        group_values.pop(record.group, None)
+                        group_values[record.group] = None
+                    else:
+                        group_values[record.group] = record.value
+        now = self.monotonic()
+        for group_id, value in group_values.items():
+            if value is None:
+                continue
+            self.groups[group_id] = self._group_from_value(group_id, value, now)
+        for group_id, offsets in list(self.offsets.items()):
+            if not offsets:
+                del self.offsets[group_id]
+            elif group_id not in self.groups:
+                self.groups[group_id] = ClassicGroup(group_id)
+        log.info("Loaded %d groups and offsets of %d groups from %s",
+                 len(self.groups), len(self.offsets), rec.OFFSETS_TOPIC)
+
+    def _group_from_value(self, group_id: str, value: Any, now: float) -> ClassicGroup:
+        group = ClassicGroup(group_id)
+        group.protocol_type = value.protocol_type or None
+        group.generation_id = value.generation
+        group.protocol_name = value.protocol
+        group.current_state_timestamp = value.current_state_timestamp if value.current_state_timestamp >= 0 else None
+        for m in value.members:
+            member = ClassicMember(
+                member_id=m.member_id, group_instance_id=m.group_instance_id, client_id=m.client_id,
+                client_host=m.client_host,
+                rebalance_timeout_ms=m.rebalance_timeout if m.rebalance_timeout >= 0 else m.session_timeout,
+                session_timeout_ms=m.session_timeout, protocol_type=value.protocol_type,
+                protocols=[(value.protocol, bytes(m.subscription))], assignment=bytes(m.assignment),
+            )
+            member.heartbeat_deadline = now + member.session_timeout_ms / 1000
+            group.add_member(member)
+        group.leader_id = value.leader if value.members else None
+        # A loaded group with members is Stable (its members heartbeat or expire), else Empty.
+        group.state = GroupState.STABLE if group.members else GroupState.EMPTY
+        return group
+
+    # ================================================================== helpers
+
+    def _classic(self, group_id: str) -> ClassicGroup | None:
+        group = self.groups.get(group_id)
+        return group if isinstance(group, ClassicGroup) else None
+
+    def _check_active(self) -> None:
+        if not self.active:
+            raise GroupError(ErrorCode.COORDINATOR_NOT_AVAILABLE)
+
+    @staticmethod
+    def _answer_join(member: ClassicMember, result: JoinResult) -> None:
+        event = member.join_event
+        if event is not None:
+            member.join_result = result
+            member.join_event = None
+            event.set()
+
+    @staticmethod
+    def _answer_sync(member: ClassicMember, result: SyncResult) -> None:
+        event = member.sync_event
+        if event is not None:
+            member.sync_result = result
+            member.sync_event = None
+            event.set()
+
+    def _heartbeat(self, member: ClassicMember) -> None:
+        member.heartbeat_deadline = self.monotonic() + member.session_timeout_ms / 1000
+
+    @staticmethod
+    def _validate_member(group: ClassicGroup, member_id: str, instance_id: str | None) -> ClassicMember:
+        """Static fencing first, then membership (Kafka's order)."""
+        if instance_id is not None:
+            known = group.static_members.get(instance_id)
+            if known is not None and known != member_id:
+                raise GroupError(ErrorCode.FENCED_INSTANCE_ID)
+        member = group.members.get(member_id)
+        if member is None:
+            raise GroupError(ErrorCode.UNKNOWN_MEMBER_ID)
+        return member
+
+    # ================================================================== JoinGroup
+
+    async def join_group(
+        self, *, group_id: str, member_id: str, group_instance_id: str | None, client_id: str,
+        client_host: str, session_timeout_ms: int, rebalance_timeout_ms: int, protocol_type: str,
+        protocols: list[tuple[str, bytes]], require_known_member_id: bool, reason: str | None = None,
+    ) -> JoinResult:
+        """JoinGroup: answers at once (errors, MEMBER_ID_REQUIRED, static rejoin) or when the join phase ends."""
+        try:
+            member = self._join(
+                group_id, member_id, group_instance_id, client_id, client_host, session_timeout_ms,
+                rebalance_timeout_ms, protocol_type, protocols, require_known_member_id, reason,
+            )
+        except GroupError as exc:
+            return JoinResult(error=exc.code, member_id=member_id)
+        if isinstance(member, JoinResult):
+            return member
+        event = member.join_event
+        if event is not None:
+            await event.wait()
+        result = member.join_result or JoinResult(error=ErrorCode.UNKNOWN_SERVER_ERROR, member_id=member_id)
+        member.join_result = None
+        return result
+
+    def _join(self, group_id: str, member_id: str, instance_id: str | None, client_id: str,
+              client_host: str, session_timeout_ms: int, rebalance_timeout_ms: int, protocol_type: str,
+              protocols: list[tuple[str, bytes]], require_known_member_id: bool,
+              reason: str | None) -> ClassicMember | JoinResult:
+        self._check_active()
+        if not group_id:
+            raise GroupError(ErrorCode.INVALID_GROUP_ID)
+        if not (self.cfg("group.min.session.timeout.ms") <= session_timeout_ms
+                <= self.cfg("group.max.session.timeout.ms")):
+            raise GroupError(ErrorCode.INVALID_SESSION_TIMEOUT)
+        existing = self.groups.get(group_id)
+        if isinstance(existing, ConsumerGroup):
+            if not existing.is_empty():
+                raise GroupError(ErrorCode.INCONSISTENT_GROUP_PROTOCOL)
+            del self.groups[group_id]  # an empty consumer group turns into a classic group
+            existing = None
+        group = existing
+        names = [n for n, _ in protocols]
+        if not member_id:
+            if group is None:
+                group = self.groups[group_id] = ClassicGroup(group_id)
+            return self._join_new_member(group, instance_id, client_id, client_host, session_timeout_ms,
+                                         rebalance_timeout_ms, protocol_type, protocols, names,
+                                         require_known_member_id, reason)
+        if group is None:
+            raise GroupError(ErrorCode.UNKNOWN_MEMBER_ID)
+        if group.is_in(GroupState.DEAD):
+            raise GroupError(ErrorCode.COORDINATOR_NOT_AVAILABLE)
+        if not group.supports_protocols(protocol_type, names):
+            raise GroupError(ErrorCode.INCONSISTENT_GROUP_PROTOCOL)
+        if member_id in group.pending_members:
+            # The second join of a KIP-394 member: now it becomes a member.
+            del group.pending_members[member_id]
+            return self._add_member_and_rebalance(group, member_id, instance_id, client_id, client_host,
+                                                  session_timeout_ms, rebalance_timeout_ms, protocol_type,
+                                                  protocols, reason or "new member joined")
+        member = self._validate_member(group, member_id, instance_id)
+        if instance_id is None and member.group_instance_id is not None:
+            raise GroupError(ErrorCode.FENCED_INSTANCE_ID)
+        self._heartbeat(member)
+        state = group.state
+        if state is GroupState.PREPARING_REBALANCE:
+            return self._update_member_and_rebalance(group, member, protocols, rebalance_timeout_ms,
+                                                     session_timeout_ms, reason)
+        if state is GroupState.COMPLETING_REBALANCE:
+            if member.matches(protocols):
+                # A retried JoinGroup: answer with the current generation again.
+                return self._current_join_result(group, member)
+            return self._update_member_and_rebalance(group, member, protocols, rebalance_timeout_ms,
+                                                     session_timeout_ms, reason)
+        if state is GroupState.STABLE:
+            if member.member_id == group.leader_id or not member.matches(protocols):
+                # The leader rejoins to pick up metadata changes; a changed member forces a rebalance.
+                return self._update_member_and_rebalance(group, member, protocols, rebalance_timeout_ms,
+                                                         session_timeout_ms, reason or "leader rejoined")
+            return self._current_join_result(group, member)
+        raise GroupError(ErrorCode.UNKNOWN_MEMBER_ID)
+
+    def _current_join_result(self, group: ClassicGroup, member: ClassicMember,
+                             skip_assignment: bool = False) -> JoinResult:
+        is_leader = member.member_id == group.leader_id
+        return JoinResult(
+            generation_id=group.generation_id, protocol_type=group.protocol_type,
+            protocol_name=group.protocol_name, leader=group.leader_id or "", member_id=member.member_id,
+            skip_assignment=skip_assignment, members=self._member_list(group) if is_leader else [],
+        )
+
+    @staticmethod
+    def _member_list(group: ClassicGroup) -> list[tuple[str, str | None, bytes]]:
+        protocol = group.protocol_name
+        return [(m.member_id, m.group_instance_id, m.metadata(protocol) if protocol else b"")
+                for m in group.members.values()]
+
+    def _join_new_member(self, group: ClassicGroup, instance_id: str | None, client_id: str,
+                         client_host: str, session_timeout_ms: int, rebalance_timeout_ms: int,
+                         protocol_type: str, protocols: list[tuple[str, bytes]], names: list[str],
+                         require_known_member_id: bool, reason: str | None) -> ClassicMember | JoinResult:
+        if group.is_in(GroupState.DEAD):
+            raise GroupError(ErrorCode.COORDINATOR_NOT_AVAILABLE)
+        if not group.supports_protocols(protocol_type, names):
+            raise GroupError(ErrorCode.INCONSISTENT_GROUP_PROTOCOL)
+        if len(group.members) + len(group.pending_members) >= self.cfg("group.max.size"):
+            raise GroupError(ErrorCode.GROUP_MAX_SIZE_REACHED)
+        new_id = f"{instance_id if instance_id is not None else client_id}-{uuid.uuid4()}"
+        if instance_id is not None:
+            old_id = group.static_members.get(instance_id)
+            if old_id is not None and old_id in group.members:
+                return self._replace_static_member(group, old_id, new_id, protocols, session_timeout_ms,
+                                                   rebalance_timeout_ms, client_id, client_host)
+            return self._add_member_and_rebalance(group, new_id, instance_id, client_id, client_host,
+                                                  session_timeout_ms, rebalance_timeout_ms, protocol_type,
+                                                  protocols, reason or "static member joined")
+        if require_known_member_id:
+            # KIP-394: hand out the id and let the client join again with it.
+            group.pending_members[new_id] = self.monotonic() + session_timeout_ms / 1000
+            return JoinResult(error=ErrorCode.MEMBER_ID_REQUIRED, member_id=new_id)
+        return self._add_member_and_rebalance(group, new_id, None, client_id, client_host, session_timeout_ms,
+                                              rebalance_timeout_ms, protocol_type, protocols,
+                                              reason or "new member joined")
+
+    def _add_member_and_rebalance(self, group: ClassicGroup, member_id: str, instance_id: str | None,
+                                  client_id: str, client_host: str, session_timeout_ms: int,
+                                  rebalance_timeout_ms: int, protocol_type: str,
+                                  protocols: list[tuple[str, bytes]], reason: str) -> ClassicMember:
+        member = ClassicMember(
+            member_id=member_id, group_instance_id=instance_id, client_id=client_id, client_host=client_host,
+            rebalance_timeout_ms=rebalance_timeout_ms, session_timeout_ms=session_timeout_ms,
+            protocol_type=protocol_type, protocols=list(protocols), is_new=True,
+        )
+        member.join_event = trio.Event()
+        group.add_member(member)
+        if group.initial_delay_until is not None:
+            group.new_member_added = True
+        self._heartbeat(member)
+        self._maybe_prepare_rebalance(group, reason)
+        return member
+
+    def _update_member_and_rebalance(self, group: ClassicGroup, member: ClassicMember,
+                                     protocols: list[tuple[str, bytes]], rebalance_timeout_ms: int,
+                                     session_timeout_ms: int, reason: str | None) -> ClassicMember:
+        if member.join_event is not None:
+            # A newer JoinGroup of the same member replaces the pending one.
+            self._answer_join(member, JoinResult(error=ErrorCode.REBALANCE_IN_PROGRESS, member_id=member.member_id))
+        member.protocols = list(protocols)
+        member.rebalance_timeout_ms = rebalance_timeout_ms
+        member.session_timeout_ms = session_timeout_ms
+        member.join_event = trio.Event()
+        self._maybe_prepare_rebalance(group, reason or "member rejoined")
+        if group.is_in(GroupState.PREPARING_REBALANCE):
+            self._maybe_complete_join(group)
+        return member
+
+    def _replace_static_member(self, group: ClassicGroup, old_id: str, new_id: str,
+                               protocols: list[tuple[str, bytes]], session_timeout_ms: int,
+                               rebalance_timeout_ms: int, client_id: str, client_host: str) -> ClassicMember | JoinResult:
+        old = group.members.pop(old_id)
+        # The old incarnation's parked calls are fenced.
+        self._answer_join(old, JoinResult(error=ErrorCode.FENCED_INSTANCE_ID, member_id=old_id))
+        self._answer_sync(old, SyncResult(error=ErrorCode.FENCED_INSTANCE_ID))
+        old_protocols = old.protocols
+        old.member_id = new_id
+        old.protocols = list(protocols)
+        old.session_timeout_ms = session_timeout_ms
+        old.rebalance_timeout_ms = rebalance_timeout_ms
+        old.client_id = client_id
+        old.client_host = client_host
+        group.members[new_id] = old
+        assert old.group_instance_id is not None
+        group.static_members[old.group_instance_id] = new_id
+        was_leader = group.leader_id == old_id
+        if was_leader:
+            group.leader_id = new_id
+        self._heartbeat(old)
+        if group.is_in(GroupState.STABLE):
+            try:
+                unchanged = group.select_protocol() == group.protocol_name
+            except GroupError:
+                unchanged = False
+            if unchanged:
+                try:
+                    self._write_group_metadata(group)
+                except GroupError as exc:
+                    # Undo: the old member id stays valid.
+                    del group.members[new_id]
+                    old.member_id = old_id
+                    old.protocols = old_protocols
+                    group.members[old_id] = old
+                    group.static_members[old.group_instance_id] = old_id
+                    if was_leader:
+                        group.leader_id = old_id
+                    raise exc
+                return self._current_join_result(group, old, skip_assignment=was_leader)
+        old.join_event = trio.Event()
+        self._maybe_prepare_rebalance(group, "static member rejoined with a new member id")
+        if group.is_in(GroupState.PREPARING_REBALANCE):
+            self._maybe_complete_join(group)
+        return old
+
+    # ================================================================== rebalance
+
+    def _maybe_prepare_rebalance(self, group: ClassicGroup, reason: str) -> None:
+        if group.can_rebalance():
+            self._prepare_rebalance(group, reason)
+
+    def _prepare_rebalance(self, group: ClassicGroup, reason: str) -> None:
+        now = self.monotonic()
+        if group.is_in(GroupState.COMPLETING_REBALANCE):
+            # The assignment being synced is void: members still waiting hear REBALANCE_IN_PROGRESS.
+            for member in group.members.values():
+                member.assignment = b""
+                self._answer_sync(member, SyncResult(error=ErrorCode.REBALANCE_IN_PROGRESS))
+        group.sync_deadline = None
+        if group.is_in(GroupState.EMPTY):
+            delay_ms = self.cfg("group.initial.rebalance.delay.ms")
+            group.initial_delay_until = now + delay_ms / 1000
+            group.initial_delay_remaining_ms = max(group.max_rebalance_timeout_ms() - delay_ms, 0)
+            group.new_member_added = False
+            group.rebalance_deadline = None
+        else:
+            group.initial_delay_until = None
+            group.rebalance_deadline = now + group.max_rebalance_timeout_ms() / 1000
+        group.transition_to(GroupState.PREPARING_REBALANCE, self.now_ms())
+        log.info("Preparing to rebalance group %s in state PreparingRebalance with old generation %d (reason: %s)",
+                 group.group_id, group.generation_id, reason)
+
+    def _maybe_complete_join(self, group: ClassicGroup) -> None:
+        """Complete the join phase early when every known member has rejoined (not during the initial delay)."""
+        if (group.is_in(GroupState.PREPARING_REBALANCE) and group.initial_delay_until is None
+                and group.all_members_joined()):
+            self._complete_join(group)
+
+    def _complete_join(self, group: ClassicGroup) -> None:
+        group.rebalance_deadline = None
+        group.initial_delay_until = None
+        for member in group.not_yet_rejoined():
+            log.info("Member %s of group %s did not rejoin in time; removing it", member.member_id, group.group_id)
+            self._answer_sync(member, SyncResult(error=ErrorCode.REBALANCE_IN_PROGRESS))
+            group.remove_member(member.member_id)
+        if group.is_in(GroupState.DEAD):
+            return
+        now_ms = self.now_ms()
+        group.generation_id += 1
+        if group.members:
+            group.protocol_name = group.select_protocol()
+            group.transition_to(GroupState.COMPLETING_REBALANCE, now_ms)
+        else:
+            group.protocol_name = None
+            group.leader_id = None
+            group.transition_to(GroupState.EMPTY, now_ms)
+        log.info("Group %s is now generation %d (%s) with %d members", group.group_id, group.generation_id,
+                 group.state.value, len(group.members))
+        if group.is_in(GroupState.EMPTY):
+            try:
+                self._write_group_metadata(group)
+            except GroupError:
+                pass  # Kafka logs and carries on: the group is empty either way
+            return
+        now = self.monotonic()
+        group.sync_deadline = now + group.max_rebalance_timeout_ms() / 1000
+        member_list = self._member_list(group)
+        for member in group.members.values():
+            result = JoinResult(
+                generation_id=group.generation_id, protocol_type=group.protocol_type,
+                protocol_name=group.protocol_name, leader=group.leader_id or "", member_id=member.member_id,
+                members=member_list if member.member_id == group.leader_id else [],
+            )
+            member.is_new = False
+            self._heartbeat(member)
+            self._answer_join(member, result)
+
+    def _classic_timers(self, group: ClassicGroup, now: float) -> None:
+        if group.is_in(GroupState.PREPARING_REBALANCE):
+            if group.initial_delay_until is not None:
+                if now >= group.initial_delay_until:
+                    delay_ms = self.cfg("group.initial.rebalance.delay.ms")
+                    if group.new_member_added and group.initial_delay_remaining_ms > 0:
+                        # Members keep arriving: wait another delay (bounded by the rebalance timeout).
+                        step = min(delay_ms, group.initial_delay_remaining_ms)
+                        group.new_member_added = False
+                        group.initial_delay_until = now + step / 1000
+                        group.initial_delay_remaining_ms = max(group.initial_delay_remaining_ms - step, 0)
+                    else:
+                        self._complete_join(group)
+            elif group.rebalance_deadline is not None and now >= group.rebalance_deadline:
+                self._complete_join(group)
+        sync_deadline = getattr(group, "sync_deadline", None)
+        if group.is_in(GroupState.COMPLETING_REBALANCE) and sync_deadline is not None and now >= sync_deadline:
+            # The leader never sent its assignment: drop members that did not sync and start over.
+            group.sync_deadline = None
+            for member in list(group.members.values()):
+                if not member.is_awaiting_sync:
+                    group.remove_member(member.member_id)
+            self._prepare_rebalance(group, "sync timeout")
+            if not group.members:
+                self._complete_join(group)
+        for pending_id, deadline in list(group.pending_members.items()):
+            if now >= deadline:
+                del group.pending_members[pending_id]
+                self._maybe_complete_join(group)
+        for member in list(group.members.values()):
+            if member.is_awaiting_join and not member.is_new:
+                continue  # a rejoining member is kept alive for the join phase
+            if member.is_awaiting_sync:
+                continue
+            if now >= member.heartbeat_deadline:
+                log.info("Member %s in group %s has failed, removing it from the group",
+                         member.member_id, group.group_id)
+                self._remove_member_and_update_group(group, member, "session timeout")
+
+    def _remove_member_and_update_group(self, group: ClassicGroup, member: ClassicMember, reason: str) -> None:
+        self._answer_join(member, JoinResult(error=ErrorCode.UNKNOWN_MEMBER_ID, member_id=member.member_id))
+        self._answer_sync(member, SyncResult(error=ErrorCode.UNKNOWN_MEMBER_ID))
+        group.remove_member(member.member_id)
+        if group.is_in(GroupState.STABLE, GroupState.COMPLETING_REBALANCE):
+            self._prepare_rebalance(group, f"removing member {member.member_id}: {reason}")
+            self._maybe_complete_join(group)
+        elif group.is_in(GroupState.PREPARING_REBALANCE):
+            self._maybe_complete_join(group)
+
+    # ================================================================== SyncGroup
+
+    async def sync_group(self, *, group_id: str, generation_id: int, member_id: str,
+                         group_instance_id: str | None, protocol_type: str | None, protocol_name: str | None,
+                         assignments: dict[str, bytes]) -> SyncResult:
+        """SyncGroup: the leader's call stores the assignment; followers wait for it."""
+        try:
+            member = self._sync(group_id, generation_id, member_id, group_instance_id, protocol_type,
+                                protocol_name, assignments)
+        except GroupError as exc:
+            return SyncResult(error=exc.code)
+        if isinstance(member, SyncResult):
+            return member
+        event = member.sync_event
+        if event is not None:
+            await event.wait()
+        result = member.sync_result or SyncResult(error=ErrorCode.UNKNOWN_SERVER_ERROR)
+        member.sync_result = None
+        return result
+
+    def _sync(self, group_id: str, generation_id: int, member_id: str, instance_id: str | None,
+              protocol_type: str | None, protocol_name: str | None,
+              assignments: dict[str, bytes]) -> ClassicMember | SyncResult:
+        self._check_active()
+        group = self._classic(group_id)
+        if group is None:
+            raise GroupError(ErrorCode.UNKNOWN_MEMBER_ID)
+        if group.is_in(GroupState.DEAD):
+            raise GroupError(ErrorCode.COORDINATOR_NOT_AVAILABLE)
+        member = self._validate_member(group, member_id, instance_id)
+        if generation_id != group.generation_id:
+            raise GroupError(ErrorCode.ILLEGAL_GENERATION)
+        if (protocol_type is not None and protocol_type != group.protocol_type) or (
+                protocol_name is not None and protocol_name != group.protocol_name):
+            raise GroupError(ErrorCode.INCONSISTENT_GROUP_PROTOCOL)
+        if group.is_in(GroupState.EMPTY):
+            raise GroupError(ErrorCode.UNKNOWN_MEMBER_ID)
+        if group.is_in(GroupState.PREPARING_REBALANCE):
+            raise GroupError(ErrorCode.REBALANCE_IN_PROGRESS)
+        self._heartbeat(member)
+        if group.is_in(GroupState.STABLE):
+            return SyncResult(protocol_type=group.protocol_type, protocol_name=group.protocol_name,
+                              assignment=member.assignment)
+        # CompletingRebalance
+        if member.sync_event is not None:
+            self._answer_sync(member, SyncResult(error=ErrorCode.REBALANCE_IN_PROGRESS))
+        member.sync_event = trio.Event()
+        if member_id == group.leader_id:
+            full = {m: bytes(assignments.get(m, b"")) for m in group.members}
+            try:
+                self._write_group_metadata(group, full)
+            except GroupError as exc:
+                # Kafka resets the assignment and answers everyone with the error.
+                for m in group.members.values():
+                    m.assignment = b""
+                    self._answer_sync(m, SyncResult(error=exc.code))
+                self._prepare_rebalance(group, "failed to store the assignment")
+                return member
+            for m in group.members.values():
+                m.assignment = full[m.member_id]
+            group.sync_deadline = None
+            group.transition_to(GroupState.STABLE, self.now_ms())
+            for m in group.members.values():
+                self._heartbeat(m)
+                self._answer_sync(m, SyncResult(protocol_type=group.protocol_type,
+                                                protocol_name=group.protocol_name, assignment=m.assignment))
+        return member
+
+    # ================================================================== Heartbeat / LeaveGroup
+
+    def heartbeat(self, group_id: str, generation_id: int, member_id: str, instance_id: str | None) -> ErrorCode:
+        """Heartbeat: keeps the member's session alive and tells it whether a rebalance is on."""
+        try:
+            self._check_active()
+            group = self.groups.get(group_id)
+            if group is None or isinstance(group, ConsumerGroup):
+                raise GroupError(ErrorCode.UNKNOWN_MEMBER_ID)
+            if group.is_in(GroupState.DEAD):
+                raise GroupError(ErrorCode.COORDINATOR_NOT_AVAILABLE)
+            member = self._validate_member(group, member_id, instance_id)
+            if generation_id != group.generation_id:
+                raise GroupError(ErrorCode.ILLEGAL_GENERATION)
+            if group.is_in(GroupState.EMPTY):
+                raise GroupError(ErrorCode.UNKNOWN_MEMBER_ID)
+            self._heartbeat(member)
+            if group.is_in(GroupState.PREPARING_REBALANCE):
+                return ErrorCode.REBALANCE_IN_PROGRESS
+            return ErrorCode.NONE
+        except GroupError as exc:
+            return exc.code
+
+    def leave_group(self, group_id: str, members: list[tuple[str, str | None]]) -> tuple[ErrorCode, list[ErrorCode]]:
+        """LeaveGroup (batched since v3): top-level error and one error per (member id, instance id)."""
+        try:
+            self._check_active()
+            group = self.groups.get(group_id)
+            if group is None or isinstance(group, ConsumerGroup):
+                raise GroupError(ErrorCode.UNKNOWN_MEMBER_ID)
+            if group.is_in(GroupState.DEAD):
+                raise GroupError(ErrorCode.COORDINATOR_NOT_AVAILABLE)
+        except GroupError as exc:
+            return exc.code, []
+        results = []
+        for member_id, instance_id in members:
+            try:
+                if instance_id is not None:
+                    known = group.static_members.get(instance_id)
+                    if known is None:
+                        raise GroupError(ErrorCode.UNKNOWN_MEMBER_ID)
+                    if member_id and member_id != known:
+                        raise GroupError(ErrorCode.FENCED_INSTANCE_ID)
+                    member_id = known
+                if member_id in group.pending_members:
+                    del group.pending_members[member_id]
+                    self._maybe_complete_join(group)
+                    results.append(ErrorCode.NONE)
+                    continue
+                member = group.members.get(member_id)
+                if member is None:
+                    raise GroupError(ErrorCode.UNKNOWN_MEMBER_ID)
+                log.info("Member %s is leaving group %s", member_id, group_id)
+                self._remove_member_and_update_group(group, member, "the consumer left the group")
+                results.append(ErrorCode.NONE)
+            except GroupError as exc:
+                results.append(exc.code)
+        return ErrorCode.NONE, results
+
+    # ================================================================== offsets
+
+    def validate_offset_commit(self, group_id: str, generation_id: int, member_id: str,
+                               instance_id: str | None, api_version: int) -> Group:
+        """The group an OffsetCommit may write to (created for simple consumers); raises GroupError."""
+        self._check_active()
+        group = self.groups.get(group_id)
+        if group is None:
+            if generation_id >= 0 or member_id or instance_id is not None:
+                # Only a simple consumer (no generation) may create a group by committing.
+                raise GroupError(ErrorCode.ILLEGAL_GENERATION if generation_id >= 0 else ErrorCode.UNKNOWN_MEMBER_ID)
+            group = self.groups[group_id] = ClassicGroup(group_id)
+            return group
+        if isinstance(group, ConsumerGroup):
+            group.validate_offset_commit(member_id, generation_id, api_version)
+            return group
+        if group.is_in(GroupState.DEAD):
+            raise GroupError(ErrorCode.COORDINATOR_NOT_AVAILABLE)
+        if generation_id >= 0 or member_id or instance_id is not None:
+            member = self._validate_member(group, member_id, instance_id)
+            if generation_id != group.generation_id:
+                raise GroupError(ErrorCode.ILLEGAL_GENERATION)
+            if group.is_in(GroupState.COMPLETING_REBALANCE):
+                raise GroupError(ErrorCode.REBALANCE_IN_PROGRESS)
+            self._heartbeat(member)
+        elif not group.is_in(GroupState.EMPTY):
+            # A commit without a generation to a group that has members.
+            raise GroupError(ErrorCode.UNKNOWN_MEMBER_ID)
+        return group
+
+    def commit_offsets(self, group_id: str, commits: list[tuple[str, int, int, int, str, int]]) -> None:
+        """Store (topic, partition, offset, leader epoch, metadata, expire timestamp) commits in one batch."""
+        if not commits:
+            return
+        now = self.now_ms()
+        records = []
+        values = []
+        for topic, partition, offset, leader_epoch, metadata, expire in commits:
+            value = CommittedOffset(offset, leader_epoch, metadata, now, expire)
+            values.append(((topic, partition), value))
+            records.append((rec.offset_commit_key(group_id, topic, partition),
+                            rec.offset_commit_value(offset, leader_epoch, metadata, now, expire)))
+        self._append(group_id, rec.offset_commit_batch(records, now))
+        stored = self.offsets.setdefault(group_id, {})
+        for tp, value in values:
+            stored[tp] = value
+
+    def fetch_offsets(self, group_id: str, partitions: list[tuple[str, int]] | None) -> dict[tuple[str, int], CommittedOffset | None]:
+        """Committed offsets of a group: the requested partitions (None if not committed) or all."""
+        stored = self.offsets.get(group_id, {})
+        if partitions is None:
+            return dict(sorted(stored.items()))
+        return {tp: stored.get(tp) for tp in partitions}
+
+    def validate_offset_fetch(self, group_id: str, member_id: str | None, member_epoch: int) -> None:
+        """OffsetFetch v9+ from a consumer group member: the member and epoch must be current."""
+        self._check_active()
+        group = self.groups.get(group_id)
+        if isinstance(group, ConsumerGroup) and member_id is not None and member_epoch >= 0:
+            group.validate_offset_fetch(member_id, member_epoch)
+
+    def delete_offsets(self, group_id: str, partitions: list[tuple[str, int]]) -> dict[tuple[str, int], ErrorCode]:
+        """OffsetDelete: tombstones for offsets of topics the group does not consume (raises GroupError)."""
+        self._check_active()
+        group = self.groups.get(group_id)
+        if group is None or (isinstance(group, ClassicGroup) and group.is_in(GroupState.DEAD)):
+            raise GroupError(ErrorCode.GROUP_ID_NOT_FOUND)
+        subscribed: set[str] = set()
+        if isinstance(group, ClassicGroup):
+            if not group.is_in(GroupState.EMPTY):
+                topics = group.subscribed_topics()
+                if topics is None:
+                    raise GroupError(ErrorCode.NON_EMPTY_GROUP)
+                subscribed = topics
+        else:
+            subscribed = group.subscribed_topic_names()
+        results: dict[tuple[str, int], ErrorCode] = {}
+        tombstones = []
+        stored = self.offsets.get(group_id, {})
+        for tp in partitions:
+            if tp[0] in subscribed:
+                results[tp] = ErrorCode.GROUP_SUBSCRIBED_TO_TOPIC
+                continue
+            results[tp] = ErrorCode.NONE
+            if tp in stored:
+                tombstones.append(tp)
+        if tombstones:
+            self._append(group_id, rec.offset_commit_batch(
+                [(rec.offset_commit_key(group_id, t, p), None) for t, p in tombstones], self.now_ms()))
+            for tp in tombstones:
+                stored.pop(tp, None)
+        return results
+
+    def expire_offsets(self) -> int:
+        """Delete offsets past ``offsets.retention.minutes`` (Kafka's rules); empty groups with no
+        offsets left die. Returns the number of offsets removed."""
+        retention_ms = self.cfg("offsets.retention.minutes") * 60_000
+        now = self.now_ms()
+        removed = 0
+        for group_id in list(self.groups):
+            group = self.groups[group_id]
+            stored = self.offsets.get(group_id, {})
+            expired: list[tuple[str, int]] = []
+            if isinstance(group, ClassicGroup):
+                if group.is_in(GroupState.EMPTY):
+                    # Offsets of an empty group expire counted from when it became empty (or, for a
+                    # group that never had members, from each commit).
+                    base = group.current_state_timestamp if group.protocol_type else None
+                    for tp, value in stored.items():
+                        start = base if base is not None else value.commit_timestamp
+                        if (value.expire_timestamp >= 0 and now >= value.expire_timestamp) or (
+                                value.expire_timestamp < 0 and now - start >= retention_ms):
+                            expired.append(tp)
+                elif group.is_in(GroupState.STABLE):
+                    topics = group.subscribed_topics()
+                    if topics is not None:
+                        expired = [tp for tp, v in stored.items()
+                                   if tp[0] not in topics and now - v.commit_timestamp >= retention_ms]
+            else:
+                topics = group.subscribed_topic_names()
+                expired = [tp for tp, v in stored.items()
+                           if tp[0] not in topics and now - v.commit_timestamp >= retention_ms]
+            group_dies = (isinstance(group, ClassicGroup) and group.is_in(GroupState.EMPTY)
+                          and len(expired) == len(stored))
+            if not expired and not group_dies:
+                continue
+            tombstones: list[tuple[bytes, bytes | None]] = [
+                (rec.offset_commit_key(group_id, t, p), None) for t, p in expired]
+            try:
+                if group_dies:
+                    tombstones.append((rec.group_metadata_key(group_id), None))
+                    self._append(group_id, rec.group_metadata_batch(tombstones, now))
+                else:
+                    self._append(group_id, rec.offset_commit_batch(tombstones, now))
+            except GroupError:
+                continue
+            for tp in expired:
+                stored.pop(tp, None)
+            removed += len(expired)
+            if group_dies:
+                assert isinstance(group, ClassicGroup)
+                group.transition_to(GroupState.DEAD, now)
+                del self.groups[group_id]
+                self.offsets.pop(group_id, None)
+                log.info("Group %s expired: empty with no offsets left", group_id)
+        return removed
+
+    # ================================================================== consumer groups (KIP-848)
+
+    def topic_partition_count(self, topic: str) -> int | None:
+        """Partitions of a topic, None if it does not exist."""
+        if self.broker is None or self.broker.metadata is None:
+            return None
+        found = self.broker.metadata.get(topic)
+        return found.partitions if found is not None else None
+
+    def consumer_group_heartbeat(self, *, group_id: str, api_version: int, member_id: str, member_epoch: int,
+                                 instance_id: str | None, rack_id: str | None, rebalance_timeout_ms: int,
+                                 subscribed_topic_names: list[str] | None, subscribed_topic_regex: str | None,
+                                 server_assignor: str | None, owned: dict[str, set[int]] | None,
+                                 client_id: str, client_host: str) -> Any:
+        """ConsumerGroupHeartbeat: returns a consumer.HeartbeatResult (errors included)."""
+        from .consumer import HeartbeatResult
+
+        try:
+            self._check_active()
+            if not group_id:
+                raise GroupError(ErrorCode.INVALID_REQUEST, "GroupId can't be empty.")
+            group = self.groups.get(group_id)
+            if isinstance(group, ClassicGroup):
+                if not group.is_in(GroupState.EMPTY) or member_epoch != 0:
+                    raise GroupError(ErrorCode.GROUP_ID_NOT_FOUND,
+                                     f"Group {group_id} is not a consumer group.")
+                group = None  # an empty classic group (maybe with offsets) becomes a consumer group
+            if group is None:
+                if member_epoch != 0:
+                    raise GroupError(ErrorCode.UNKNOWN_MEMBER_ID, f"Group {group_id} not found.")
+                group = ConsumerGroup(group_id)
+                self.groups[group_id] = group
+            return group.heartbeat(
+                self, api_version=api_version, member_id=member_id, member_epoch=member_epoch,
+                instance_id=instance_id, rack_id=rack_id, rebalance_timeout_ms=rebalance_timeout_ms,
+                subscribed_topic_names=subscribed_topic_names, subscribed_topic_regex=subscribed_topic_regex,
+                server_assignor=server_assignor, owned=owned, client_id=client_id, client_host=client_host,
+                topic_partitions=self.topic_partition_count,
+            )
+        except GroupError as exc:
+            return HeartbeatResult(error=exc.code, error_message=str(exc) if str(exc) != exc.code.name else None)
+
+    # ================================================================== admin
+
+    def list_groups(self) -> list[tuple[str, str, str, str]]:
+        """(group id, protocol type, state, group type) of every live group."""
+        out = []
+        for group in self.groups.values():
+            if isinstance(group, ClassicGroup):
+                if group.is_in(GroupState.DEAD):
+                    continue
+                out.append((group.group_id, group.protocol_type or "", group.state.value, "classic"))
+            else:
+                out.append((group.group_id, "consumer", group.state_name(), "consumer"))
+        return out
+
+    def describe_group(self, group_id: str) -> Group | None:
+        """The group to describe (None if unknown)."""
+        return self.groups.get(group_id)
+
+    def delete_groups(self, group_ids: list[str]) -> dict[str, ErrorCode]:
+        """DeleteGroups: empty groups lose their offsets and metadata (tombstones, one batch each)."""
+        results: dict[str, ErrorCode] = {}
+        for group_id in group_ids:
+            try:
+                self._check_active()
+                group = self.groups.get(group_id)
+                if group is None or (isinstance(group, ClassicGroup) and group.is_in(GroupState.DEAD)):
+                    raise GroupError(ErrorCode.GROUP_ID_NOT_FOUND)
+                if isinstance(group, ClassicGroup) and not group.is_in(GroupState.EMPTY):
+                    raise GroupError(ErrorCode.NON_EMPTY_GROUP)
+                if isinstance(group, ConsumerGroup) and not group.is_empty():
+                    raise GroupError(ErrorCode.NON_EMPTY_GROUP)
+                stored = self.offsets.get(group_id, {})
+                tombstones: list[tuple[bytes, bytes | None]] = [
+                    (rec.offset_commit_key(group_id, t, p), None) for t, p in stored]
+                tombstones.append((rec.group_metadata_key(group_id), None))
+                self._append(group_id, rec.group_metadata_batch(tombstones, self.now_ms()))
+                if isinstance(group, ClassicGroup):
+                    group.transition_to(GroupState.DEAD, self.now_ms())
+                del self.groups[group_id]
+                self.offsets.pop(group_id, None)
+                results[group_id] = ErrorCode.NONE
+            except GroupError as exc:
+                results[group_id] = exc.code
+        return results
+
+    def on_topics_deleted(self, topics: set[str]) -> None:
+        """Drop (with tombstones) the offsets of deleted topics."""
+        for group_id, stored in list(self.offsets.items()):
+            gone = [tp for tp in stored if tp[0] in topics]
+            if not gone:
+                continue
+            try:
+                self._append(group_id, rec.offset_commit_batch(
+                    [(rec.offset_commit_key(group_id, t, p), None) for t, p in gone], self.now_ms()))
+            except GroupError:
+                continue
+            for tp in gone:
+                del stored[tp]
+
+
+def _read_records(partition_log: Any) -> list[tuple[bytes | None, bytes | None]]:
+    """Every (key, value) of a partition log, in offset order; control batches skipped."""
+    out: list[tuple[bytes | None, bytes | None]] = []
+    offset = partition_log.log_start_offset
+    end = partition_log.log_end_offset
+    while offset < end:
+        data = partition_log.read(offset, 8 * 1024 * 1024, None, True)
+        if not data.slices:
+            break
+        chunks = [os.pread(s.file.fileno(), s.size, s.position) for s in data.slices]
+        buf = b"".join(chunks)
+        next_offset = offset
+        for batch in iter_batches(buf):
+            header = batch.header()
+            next_offset = header.base_offset + header.last_offset_delta + 1
+            if header.attributes & 0x20:  # control batch (transaction marker)
+                continue
+            for record in batch.records():
+                if header.base_offset + record.offset_delta < offset:
+                    continue
+                key = None if record.key is None else bytes(record.key)
+                value = None if record.value is None else bytes(record.value)
+                out.append((key, value))
+        if next_offset <= offset:
+            break
+        offset = next_offset
+    return out

@@ -1,0 +1,179 @@
+"""The records the group coordinator keeps in ``__consumer_offsets``, in Kafka's exact formats.
+
+Every record key starts with an int16 *key version* that says which schema follows
+(0/1 = offset commit, 2 = group metadata, 3+ = KIP-848 consumer group records); every
+value starts with an int16 *value version* of its own schema. A null value is a
+tombstone: the key's state is deleted (and the log cleaner drops it eventually).
+
+Batches are built the way Kafka 3.9's group coordinator writes them: uncompressed,
+CreateTime, no producer id, one batch per write; offset-commit batches carry
+baseSequence 0, group metadata batches -1 (observed in real logs, see
+``docs/groups.md``).
+"""
+
+from __future__ import annotations
+
+import struct
+from dataclasses import dataclass
+from typing import Any
+
+from ..logstore.java_hash import string_hash
+from ..wire.records import SimpleRecord, build_batch
+from ..wire.schema import codec, message_class
+
+OFFSETS_TOPIC = "__consumer_offsets"
+
+#: Key versions (the int16 in front of every key) of the record types in __consumer_offsets.
+LEGACY_OFFSET_COMMIT_KEY_VERSION = 0
+OFFSET_COMMIT_KEY_VERSION = 1
+GROUP_METADATA_KEY_VERSION = 2
+
+#: Value versions Kafka 3.9/4.x write: OffsetCommitValue v3 (v1 when an expire timestamp is
+#: set, i.e. OffsetCommit v2-v4 with a retention time), GroupMetadataValue v3.
+OFFSET_COMMIT_VALUE_VERSION = 3
+OFFSET_COMMIT_VALUE_VERSION_WITH_EXPIRY = 1
+GROUP_METADATA_VALUE_VERSION = 3
+
+_INT16 = struct.Struct(">h")
+
+OffsetCommitKey = message_class("OffsetCommitKey")
+OffsetCommitValue = message_class("OffsetCommitValue")
+GroupMetadataKey = message_class("GroupMetadataKey")
+GroupMetadataValue = message_class("GroupMetadataValue")
+MemberMetadata = GroupMetadataValue.MemberMetadata
+
+
+def partition_for(group_id: str, num_partitions: int) -> int:
+    """The ``__consumer_offsets`` partition of a group: ``Utils.abs(groupId.hashCode()) % n``.
+
+    Kafka's ``Utils.abs`` maps Integer.MIN_VALUE to 0 (``n & 0x7fffffff``), unlike Math.abs
+    which would leave it negative.
+    """
+    return (string_hash(group_id) & 0x7FFFFFFF) % num_partitions
+
+
+# ---------------------------------------------------------------------------------- encoding
+
+
+def _versioned(name: str, version: int, obj: Any) -> bytes:
+    return _INT16.pack(version) + codec(name, version).encode_bytes(obj)
+
+
+def _key(name: str, key_version: int, obj: Any) -> bytes:
+    # The int16 in front of a key names the record type; the key schema itself has version 0.
+    return _INT16.pack(key_version) + codec(name, 0).encode_bytes(obj)
+
+
+def offset_commit_key(group: str, topic: str, partition: int) -> bytes:
+    """Key of an offset commit record (key version 1)."""
+    return _key(
+        "OffsetCommitKey", OFFSET_COMMIT_KEY_VERSION,
+        OffsetCommitKey(group=group, topic=topic, partition=partition),
+    )
+
+
+def offset_commit_value(offset: int, leader_epoch: int, metadata: str, commit_timestamp: int,
+                        expire_timestamp: int = -1) -> bytes:
+    """Value of an offset commit record: v3, or v1 when an expire timestamp is given."""
+    version = OFFSET_COMMIT_VALUE_VERSION_WITH_EXPIRY if expire_timestamp >= 0 else OFFSET_COMMIT_VALUE_VERSION
+    return _versioned(
+        "OffsetCommitValue", version,
+        OffsetCommitValue(
+            offset=offset, leader_epoch=leader_epoch, metadata=metadata,
+            commit_timestamp=commit_timestamp, expire_timestamp=expire_timestamp,
+        ),
+    )
+
+
+def group_metadata_key(group: str) -> bytes:
+    """Key of a group metadata record (key version 2)."""
+    return _key("GroupMetadataKey", GROUP_METADATA_KEY_VERSION, GroupMetadataKey(group=group))
+
+
+def group_metadata_value(value: Any) -> bytes:
+    """A ``GroupMetadataValue`` object encoded at v3."""
+    return _versioned("GroupMetadataValue", GROUP_METADATA_VALUE_VERSION, value)
+
+
+# ---------------------------------------------------------------------------------- decoding
+
+
+@dataclass(slots=True)
+class OffsetCommitRecord:
+    """A decoded offset commit (value None = tombstone)."""
+
+    group: str
+    topic: str
+    partition: int
+    value: Any | None
+    value_version: int = -1
+
+
+@dataclass(slots=True)
+class GroupMetadataRecord:
+    """A decoded group metadata record (value None = tombstone)."""
+
+    group: str
+    value: Any | None
+    value_version: int = -1
+
+
+@dataclass(slots=True)
+class OtherRecord:
+    """A record of a type this coordinator keeps no state for (KIP-848/share/streams groups)."""
+
+    key_version: int
+    key: bytes
+    value: bytes | None
+
+
+def _decode_versioned(name: str, data: bytes) -> tuple[Any, int]:
+    (version,) = _INT16.unpack_from(data, 0)
+    obj, end = codec(name, version).decode(memoryview(data), 2)
+    return obj, version
+
+
+def decode_record(key: bytes | None, value: bytes | None) -> OffsetCommitRecord | GroupMetadataRecord | OtherRecord:
+    """Decode one ``__consumer_offsets`` record by its key version."""
+    if key is None or len(key) < 2:
+        raise ValueError("coordinator record without a key")
+    (key_version,) = _INT16.unpack_from(key, 0)
+    if key_version in (LEGACY_OFFSET_COMMIT_KEY_VERSION, OFFSET_COMMIT_KEY_VERSION):
+        k, _ = codec("OffsetCommitKey", 0).decode(memoryview(key), 2)
+        if value is None:
+            return OffsetCommitRecord(k.group, k.topic, k.partition, None)
+        v, vv = _decode_versioned("OffsetCommitValue", value)
+        return OffsetCommitRecord(k.group, k.topic, k.partition, v, vv)
+    if key_version == GROUP_METADATA_KEY_VERSION:
+        k, _ = codec("GroupMetadataKey", 0).decode(memoryview(key), 2)
+        if value is None:
+            return GroupMetadataRecord(k.group, None)
+        v, vv = _decode_versioned("GroupMetadataValue", value)
+        return GroupMetadataRecord(k.group, v, vv)
+    return OtherRecord(key_version, bytes(key), None if value is None else bytes(value))
+
+
+# ---------------------------------------------------------------------------------- batches
+
+
+def build_coordinator_batch(records: list[tuple[bytes, bytes | None]], timestamp: int,
+                            base_sequence: int) -> bytearray:
+    """One uncompressed v2 batch of coordinator records, all stamped with ``timestamp``.
+
+    The result is writable: the log store patches base offset and leader epoch in place.
+    """
+    batch = build_batch(
+        [SimpleRecord(key=k, value=v, headers=(), timestamp=timestamp) for k, v in records],
+        base_sequence=base_sequence,
+    )
+    return bytearray(batch)
+
+
+def offset_commit_batch(records: list[tuple[bytes, bytes | None]], timestamp: int) -> bytearray:
+    """A batch of offset commit records (or their tombstones): baseSequence 0, as Kafka writes it."""
+    return build_coordinator_batch(records, timestamp, 0)
+
+
+def group_metadata_batch(records: list[tuple[bytes, bytes | None]], timestamp: int) -> bytearray:
+    """A batch holding a group metadata record (maybe with offset tombstones): baseSequence -1."""
+    return build_coordinator_batch(records, timestamp, -1)

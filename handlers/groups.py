@@ -1,0 +1,597 @@
+"""Group APIs: FindCoordinator, JoinGroup, SyncGroup, Heartbeat, LeaveGroup, OffsetCommit,
+OffsetFetch, ListGroups, DescribeGroups, DeleteGroups, OffsetDelete, ConsumerGroupHeartbeat
+and ConsumerGroupDescribe.
+
+These handlers only translate between the wire messages and the group coordinator
+(``odradek.group_coordinator``), which owns the state, the waits and the persistence.
+"""
+
+from __future__ import annotations
+
+import logging
+from typing import Any
+
+from ..group_coordinator import GroupCoordinator
+from ..group_coordinator.classic import ClassicGroup, GroupError, GroupState, describe_metadata
+from ..group_coordinator.consumer import ConsumerGroup
+from ..wire.errors import ErrorCode
+from ..wire.primitives import Uuid
+from ..wire.protocol import response_class, supported_versions
+from .common import AUTHORIZED_OPERATIONS_OMITTED, advertised_endpoint
+from .registry import RequestContext, handles
+
+log = logging.getLogger(__name__)
+
+OFFSET_COMMIT_KEY = 8
+OFFSET_FETCH_KEY = 9
+FIND_COORDINATOR_KEY = 10
+JOIN_GROUP_KEY = 11
+HEARTBEAT_KEY = 12
+LEAVE_GROUP_KEY = 13
+SYNC_GROUP_KEY = 14
+DESCRIBE_GROUPS_KEY = 15
+LIST_GROUPS_KEY = 16
+DELETE_GROUPS_KEY = 42
+OFFSET_DELETE_KEY = 47
+CONSUMER_GROUP_HEARTBEAT_KEY = 68
+CONSUMER_GROUP_DESCRIBE_KEY = 69
+
+FindCoordinatorResponse = response_class(FIND_COORDINATOR_KEY)
+JoinGroupResponse = response_class(JOIN_GROUP_KEY)
+SyncGroupResponse = response_class(SYNC_GROUP_KEY)
+HeartbeatResponse = response_class(HEARTBEAT_KEY)
+LeaveGroupResponse = response_class(LEAVE_GROUP_KEY)
+OffsetCommitResponse = response_class(OFFSET_COMMIT_KEY)
+OffsetFetchResponse = response_class(OFFSET_FETCH_KEY)
+ListGroupsResponse = response_class(LIST_GROUPS_KEY)
+DescribeGroupsResponse = response_class(DESCRIBE_GROUPS_KEY)
+DeleteGroupsResponse = response_class(DELETE_GROUPS_KEY)
+OffsetDeleteResponse = response_class(OFFSET_DELETE_KEY)
+ConsumerGroupHeartbeatResponse = response_class(CONSUMER_GROUP_HEARTBEAT_KEY)
+ConsumerGroupDescribeResponse = response_class(CONSUMER_GROUP_DESCRIBE_KEY)
+
+# Bits of the group operations Kafka reports when authorization is off:
+# READ(3) DELETE(6) DESCRIBE(8)
+GROUP_ALL_OPERATIONS = sum(1 << op for op in (3, 6, 8))
+
+GROUP_KEY_TYPE = 0
+TRANSACTION_KEY_TYPE = 1
+
+
+def _coordinator(ctx: RequestContext) -> GroupCoordinator | None:
+    coordinator = ctx.broker.coordinators.get("groups")
+    return coordinator if coordinator is not None and coordinator.active else None
+
+
+def _client_host(ctx: RequestContext) -> str:
+    # Kafka stores InetAddress.toString(): "/<ip>".
+    host = ctx.peer.rsplit(":", 1)[0] if ":" in ctx.peer else ctx.peer
+    return "/" + host
+
+
+def _max(key: int) -> int:
+    return supported_versions(key)[1]
+
+
+# ====================================================================== FindCoordinator
+
+
+@handles(FIND_COORDINATOR_KEY, 0, _max(FIND_COORDINATOR_KEY))
+async def handle_find_coordinator(ctx: RequestContext, header, request) -> object:
+    broker = ctx.broker
+    version = header.api_version
+    key_type = request.key_type if version >= 1 else GROUP_KEY_TYPE
+    keys = list(request.coordinator_keys) if version >= 4 else [request.key]
+    host, port = advertised_endpoint(broker, ctx.listener_name)
+    answers = []
+    for key in keys:
+        code = ErrorCode.NONE
+        if key_type == GROUP_KEY_TYPE:
+            coordinator = _coordinator(ctx)
+            if coordinator is None:
+                code = ErrorCode.COORDINATOR_NOT_AVAILABLE
+            else:
+                try:
+                    coordinator.ensure_offsets_topic()
+                except Exception:
+                    log.exception("Creating the offsets topic failed")
+                    code = ErrorCode.COORDINATOR_NOT_AVAILABLE
+        elif key_type == TRANSACTION_KEY_TYPE:
+            txn = broker.coordinators.get("transactions")
+            if txn is None:
+                code = ErrorCode.COORDINATOR_NOT_AVAILABLE
+            else:
+                ensure = getattr(txn, "ensure_state_topic", None)
+                if ensure is not None:
+                    ensure()
+        else:
+            code = ErrorCode.INVALID_REQUEST
+        answers.append((key, code))
+    if version >= 4:
+        return FindCoordinatorResponse(
+            throttle_time_ms=0,
+            coordinators=[
+                FindCoordinatorResponse.Coordinator(
+                    key=key, node_id=broker.node_id if code == 0 else -1, host=host if code == 0 else "",
+                    port=port if code == 0 else -1, error_code=int(code), error_message=_error_message(code),
+                )
+                for key, code in answers
+            ],
+        )
+    _, code = answers[0]
+    return FindCoordinatorResponse(
+        throttle_time_ms=0, error_code=int(code), error_message=_error_message(code),
+        node_id=broker.node_id if code == 0 else -1, host=host if code == 0 else "", port=port if code == 0 else -1,
+    )
+
+
+def _error_message(code: ErrorCode) -> str:
+    # Kafka fills FindCoordinator's error message from Errors.message() ("NONE" when fine).
+    if code == ErrorCode.NONE:
+        return "NONE"
+    if code == ErrorCode.COORDINATOR_NOT_AVAILABLE:
+        return "The coordinator is not available."
+    return code.name
+
+
+# ====================================================================== JoinGroup / SyncGroup
+
+
+@handles(JOIN_GROUP_KEY, 0, _max(JOIN_GROUP_KEY))
+async def handle_join_group(ctx: RequestContext, header, request) -> object:
+    version = header.api_version
+    coordinator = _coordinator(ctx)
+    if coordinator is None:
+        return _join_error(version, ErrorCode.COORDINATOR_NOT_AVAILABLE, request.member_id)
+    rebalance_timeout = request.rebalance_timeout_ms if version >= 1 else request.session_timeout_ms
+    result = await coordinator.join_group(
+        group_id=request.group_id, member_id=request.member_id or "",
+        group_instance_id=request.group_instance_id if version >= 5 else None,
+        client_id=header.client_id or "", client_host=_client_host(ctx),
+        session_timeout_ms=request.session_timeout_ms, rebalance_timeout_ms=rebalance_timeout,
+        protocol_type=request.protocol_type,
+        protocols=[(p.name, bytes(p.metadata)) for p in request.protocols],
+        require_known_member_id=version >= 4, reason=request.reason if version >= 8 else None,
+    )
+    if result.error != ErrorCode.NONE:
+        return _join_error(version, result.error, result.member_id)
+    return JoinGroupResponse(
+        throttle_time_ms=0, error_code=0, generation_id=result.generation_id,
+        protocol_type=result.protocol_type, protocol_name=result.protocol_name or ("" if version < 7 else None),
+        leader=result.leader, skip_assignment=result.skip_assignment, member_id=result.member_id,
+        members=[
+            JoinGroupResponse.JoinGroupResponseMember(member_id=m, group_instance_id=i, metadata=meta)
+            for m, i, meta in result.members
+        ],
+    )
+
+
+def _join_error(version: int, code: ErrorCode, member_id: str) -> object:
+    return JoinGroupResponse(
+        throttle_time_ms=0, error_code=int(code), generation_id=-1, protocol_type=None,
+        protocol_name="" if version < 7 else None, leader="", member_id=member_id or "", members=[],
+    )
+
+
+@handles(SYNC_GROUP_KEY, 0, _max(SYNC_GROUP_KEY))
+async def handle_sync_group(ctx: RequestContext, header, request) -> object:
+    version = header.api_version
+    coordinator = _coordinator(ctx)
+    if coordinator is None:
+        return SyncGroupResponse(throttle_time_ms=0, error_code=int(ErrorCode.COORDINATOR_NOT_AVAILABLE), assignment=b"")
+    result = await coordinator.sync_group(
+        group_id=request.group_id, generation_id=request.generation_id, member_id=request.member_id,
+        group_instance_id=request.group_instance_id if version >= 3 else None,
+        protocol_type=request.protocol_type if version >= 5 else None,
+        protocol_name=request.protocol_name if version >= 5 else None,
+        assignments={a.member_id: bytes(a.assignment) for a in request.assignments},
+    )
+    if result.error != ErrorCode.NONE:
+        return SyncGroupResponse(throttle_time_ms=0, error_code=int(result.error), assignment=b"")
+    return SyncGroupResponse(
+        throttle_time_ms=0, error_code=0, protocol_type=result.protocol_type,
+        protocol_name=result.protocol_name, assignment=result.assignment,
+    )
+
+
+# ====================================================================== Heartbeat / LeaveGroup
+
+
+@handles(HEARTBEAT_KEY, 0, _max(HEARTBEAT_KEY))
+async def handle_heartbeat(ctx: RequestContext, header, request) -> object:
+    coordinator = _coordinator(ctx)
+    if coordinator is None:
+        return HeartbeatResponse(throttle_time_ms=0, error_code=int(ErrorCode.COORDINATOR_NOT_AVAILABLE))
+    code = coordinator.heartbeat(
+        request.group_id, request.generation_id, request.member_id,
+        request.group_instance_id if header.api_version >= 3 else None,
+    )
+    return HeartbeatResponse(throttle_time_ms=0, error_code=int(code))
+
+
+@handles(LEAVE_GROUP_KEY, 0, _max(LEAVE_GROUP_KEY))
+async def handle_leave_group(ctx: RequestContext, header, request) -> object:
+    version = header.api_version
+    coordinator = _coordinator(ctx)
+    if version >= 3:
+        identities = [(m.member_id or "", m.group_instance_id) for m in request.members]
+    else:
+        identities = [(request.member_id, None)]
+    if coordinator is None:
+        top, codes = ErrorCode.COORDINATOR_NOT_AVAILABLE, []
+    else:
+        top, codes = coordinator.leave_group(request.group_id, identities)
+    if version < 3:
+        code = top if top != ErrorCode.NONE else (codes[0] if codes else ErrorCode.NONE)
+        return LeaveGroupResponse(throttle_time_ms=0, error_code=int(code))
+    members = [] if top != ErrorCode.NONE else [
+        LeaveGroupResponse.MemberResponse(member_id=m, group_instance_id=i, error_code=int(c))
+        for (m, i), c in zip(identities, codes, strict=True)
+    ]
+    return LeaveGroupResponse(throttle_time_ms=0, error_code=int(top), members=members)
+
+
+# ====================================================================== OffsetCommit / OffsetFetch
+
+
+@handles(OFFSET_COMMIT_KEY, 0, _max(OFFSET_COMMIT_KEY), advertised_min=0)
+async def handle_offset_commit(ctx: RequestContext, header, request) -> object:
+    version = header.api_version
+    broker = ctx.broker
+    coordinator = _coordinator(ctx)
+    generation = request.generation_id_or_member_epoch if version >= 1 else -1
+    member_id = request.member_id if version >= 1 else ""
+    instance_id = request.group_instance_id if version >= 7 else None
+    group_error: ErrorCode | None = None
+    if coordinator is None:
+        group_error = ErrorCode.COORDINATOR_NOT_AVAILABLE
+    elif not request.group_id:
+        group_error = ErrorCode.INVALID_GROUP_ID
+    else:
+        try:
+            coordinator.validate_offset_commit(request.group_id, generation, member_id or "", instance_id, version)
+        except GroupError as exc:
+            group_error = exc.code
+    now = coordinator.now_ms() if coordinator is not None else 0
+    retention_ms = request.retention_time_ms if 2 <= version <= 4 else -1
+    max_metadata = coordinator.cfg("offset.metadata.max.bytes") if coordinator is not None else 4096
+    results: dict[tuple[str, int], ErrorCode] = {}
+    order: list[tuple[str, list[int]]] = []
+    commits = []
+    for topic in request.topics:
+        meta = broker.metadata.get(topic.name) if broker.metadata is not None else None
+        indexes = []
+        for p in topic.partitions:
+            tp = (topic.name, p.partition_index)
+            indexes.append(p.partition_index)
+            if group_error is not None:
+                results[tp] = group_error
+            elif meta is None or not 0 <= p.partition_index < meta.partitions:
+                results[tp] = ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
+            elif p.committed_metadata is not None and len(p.committed_metadata.encode()) > max_metadata:
+                results[tp] = ErrorCode.OFFSET_METADATA_TOO_LARGE
+            else:
+                expire = -1
+                if retention_ms != -1 and 2 <= version <= 4:
+                    expire = now + retention_ms
+                elif version == 1 and p.commit_timestamp != -1:
+                    expire = p.commit_timestamp + coordinator.cfg("offsets.retention.minutes") * 60_000
+                leader_epoch = p.committed_leader_epoch if version >= 6 else -1
+                commits.append((topic.name, p.partition_index, p.committed_offset, leader_epoch,
+                                p.committed_metadata or "", expire))
+                results[tp] = ErrorCode.NONE
+        order.append((topic.name, indexes))
+    if commits and coordinator is not None:
+        try:
+            coordinator.commit_offsets(request.group_id, commits)
+        except GroupError as exc:
+            for topic_name, partition, *_ in commits:
+                results[(topic_name, partition)] = exc.code
+    return OffsetCommitResponse(
+        throttle_time_ms=0,
+        topics=[
+            OffsetCommitResponse.OffsetCommitResponseTopic(
+                name=name,
+                partitions=[
+                    OffsetCommitResponse.OffsetCommitResponsePartition(
+                        partition_index=i, error_code=int(results[(name, i)]))
+                    for i in indexes
+                ],
+            )
+            for name, indexes in order
+        ],
+    )
+
+
+@handles(OFFSET_FETCH_KEY, 0, _max(OFFSET_FETCH_KEY), advertised_min=0)
+async def handle_offset_fetch(ctx: RequestContext, header, request) -> object:
+    version = header.api_version
+    coordinator = _coordinator(ctx)
+    if version >= 8:
+        groups = []
+        for g in request.groups:
+            wanted = None if g.topics is None else [(t.name, i) for t in g.topics for i in t.partition_indexes]
+            member_id = g.member_id if version >= 9 else None
+            epoch = g.member_epoch if version >= 9 else -1
+            code, offsets = _fetch(coordinator, g.group_id, wanted, member_id, epoch)
+            groups.append(OffsetFetchResponse.OffsetFetchResponseGroup(
+                group_id=g.group_id, error_code=int(code),
+                topics=[
+                    OffsetFetchResponse.OffsetFetchResponseTopics(
+                        name=name,
+                        partitions=[
+                            OffsetFetchResponse.OffsetFetchResponsePartitions(
+                                partition_index=i, committed_offset=o, committed_leader_epoch=e,
+                                metadata=m, error_code=0)
+                            for i, o, e, m in parts
+                        ],
+                    )
+                    for name, parts in offsets
+                ],
+            ))
+        return OffsetFetchResponse(throttle_time_ms=0, groups=groups)
+    wanted = None if request.topics is None else [(t.name, i) for t in request.topics for i in t.partition_indexes]
+    code, offsets = _fetch(coordinator, request.group_id, wanted, None, -1)
+    if version < 2 and code != ErrorCode.NONE:
+        # v0/v1 have no top-level error: every partition carries it.
+        offsets = [(name, [(i, -1, -1, "") for i, *_ in parts]) for name, parts in offsets]
+    return OffsetFetchResponse(
+        throttle_time_ms=0, error_code=int(code),
+        topics=[
+            OffsetFetchResponse.OffsetFetchResponseTopic(
+                name=name,
+                partitions=[
+                    OffsetFetchResponse.OffsetFetchResponsePartition(
+                        partition_index=i, committed_offset=o, committed_leader_epoch=e, metadata=m,
+                        error_code=int(code) if version < 2 else 0)
+                    for i, o, e, m in parts
+                ],
+            )
+            for name, parts in offsets
+        ],
+    )
+
+
+def _fetch(coordinator: GroupCoordinator | None, group_id: str, wanted: list[tuple[str, int]] | None,
+           member_id: str | None, member_epoch: int) -> tuple[ErrorCode, list[tuple[str, list[tuple[int, int, int, str]]]]]:
+    """(error, [(topic, [(partition, offset, leader epoch, metadata)])]) in request (or topic) order."""
+    def empty_answer() -> list:
+        return _group_by_topic([(tp, None) for tp in wanted or []])
+
+    if coordinator is None:
+        return ErrorCode.COORDINATOR_NOT_AVAILABLE, empty_answer()
+    try:
+        coordinator.validate_offset_fetch(group_id, member_id, member_epoch)
+    except GroupError as exc:
+        return exc.code, empty_answer()
+    found = coordinator.fetch_offsets(group_id, wanted)
+    return ErrorCode.NONE, _group_by_topic(list(found.items()))
+
+
+def _group_by_topic(items: list) -> list[tuple[str, list[tuple[int, int, int, str]]]]:
+    out: dict[str, list[tuple[int, int, int, str]]] = {}
+    for (topic, partition), value in items:
+        if value is None:
+            out.setdefault(topic, []).append((partition, -1, -1, ""))
+        else:
+            out.setdefault(topic, []).append((partition, value.offset, value.leader_epoch, value.metadata))
+    return list(out.items())
+
+
+# ====================================================================== ListGroups / DescribeGroups
+
+
+@handles(LIST_GROUPS_KEY, 0, _max(LIST_GROUPS_KEY))
+async def handle_list_groups(ctx: RequestContext, header, request) -> object:
+    version = header.api_version
+    coordinator = _coordinator(ctx)
+    if coordinator is None:
+        return ListGroupsResponse(throttle_time_ms=0, error_code=int(ErrorCode.COORDINATOR_NOT_AVAILABLE), groups=[])
+    states = {s.lower() for s in request.states_filter} if version >= 4 and request.states_filter else None
+    types = {t.lower() for t in request.types_filter} if version >= 5 and request.types_filter else None
+    groups = []
+    for group_id, protocol_type, state, group_type in coordinator.list_groups():
+        if states is not None and state.lower() not in states:
+            continue
+        if types is not None and group_type not in types:
+            continue
+        groups.append(ListGroupsResponse.ListedGroup(
+            group_id=group_id, protocol_type=protocol_type, group_state=state, group_type=group_type))
+    return ListGroupsResponse(throttle_time_ms=0, error_code=0, groups=groups)
+
+
+@handles(DESCRIBE_GROUPS_KEY, 0, _max(DESCRIBE_GROUPS_KEY))
+async def handle_describe_groups(ctx: RequestContext, header, request) -> object:
+    version = header.api_version
+    coordinator = _coordinator(ctx)
+    include_ops = version >= 3 and request.include_authorized_operations
+    described = []
+    for group_id in request.groups:
+        described.append(_describe(coordinator, group_id, version, include_ops))
+    return DescribeGroupsResponse(throttle_time_ms=0, groups=described)
+
+
+def _describe(coordinator: GroupCoordinator | None, group_id: str, version: int, include_ops: bool) -> object:
+    ops = GROUP_ALL_OPERATIONS if include_ops else AUTHORIZED_OPERATIONS_OMITTED
+    Described = DescribeGroupsResponse.DescribedGroup
+    if coordinator is None:
+        return Described(error_code=int(ErrorCode.COORDINATOR_NOT_AVAILABLE), group_id=group_id, group_state="",
+                         protocol_type="", protocol_data="", members=[], authorized_operations=ops)
+    group = coordinator.describe_group(group_id)
+    if group is None or isinstance(group, ConsumerGroup) or group.is_in(GroupState.DEAD):
+        if version >= 6:
+            message = (f"Group {group_id} not found." if group is None
+                       else f"Group {group_id} is not a classic group.")
+            return Described(error_code=int(ErrorCode.GROUP_ID_NOT_FOUND), error_message=message,
+                             group_id=group_id, group_state="Dead", protocol_type="", protocol_data="",
+                             members=[], authorized_operations=ops)
+        return Described(error_code=0, group_id=group_id, group_state="Dead", protocol_type="",
+                         protocol_data="", members=[], authorized_operations=ops)
+    assert isinstance(group, ClassicGroup)
+    stable = group.is_in(GroupState.STABLE)
+    members = [
+        DescribeGroupsResponse.DescribedGroupMember(
+            member_id=m.member_id, group_instance_id=m.group_instance_id, client_id=m.client_id,
+            client_host=m.client_host,
+            member_metadata=describe_metadata(m, group.protocol_name) if stable else b"",
+            member_assignment=m.assignment if stable else b"",
+        )
+        for m in group.members.values()
+    ]
+    return Described(
+        error_code=0, group_id=group_id, group_state=group.state.value, protocol_type=group.protocol_type or "",
+        protocol_data=(group.protocol_name or "") if stable else "", members=members, authorized_operations=ops,
+    )
+
+
+# ====================================================================== DeleteGroups / OffsetDelete
+
+
+@handles(DELETE_GROUPS_KEY, 0, _max(DELETE_GROUPS_KEY))
+async def handle_delete_groups(ctx: RequestContext, header, request) -> object:
+    coordinator = _coordinator(ctx)
+    names = list(request.groups_names)
+    if coordinator is None:
+        results = dict.fromkeys(names, ErrorCode.COORDINATOR_NOT_AVAILABLE)
+    else:
+        results = coordinator.delete_groups(names)
+    return DeleteGroupsResponse(
+        throttle_time_ms=0,
+        results=[DeleteGroupsResponse.DeletableGroupResult(group_id=n, error_code=int(results[n])) for n in names],
+    )
+
+
+@handles(OFFSET_DELETE_KEY, 0, _max(OFFSET_DELETE_KEY))
+async def handle_offset_delete(ctx: RequestContext, header, request) -> object:
+    broker = ctx.broker
+    coordinator = _coordinator(ctx)
+    known: list[tuple[str, int]] = []
+    codes: dict[tuple[str, int], ErrorCode] = {}
+    for topic in request.topics:
+        meta = broker.metadata.get(topic.name) if broker.metadata is not None else None
+        for p in topic.partitions:
+            tp = (topic.name, p.partition_index)
+            if meta is None or not 0 <= p.partition_index < meta.partitions:
+                codes[tp] = ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
+            else:
+                known.append(tp)
+    top = ErrorCode.NONE
+    if coordinator is None:
+        top = ErrorCode.COORDINATOR_NOT_AVAILABLE
+    else:
+        try:
+            codes.update(coordinator.delete_offsets(request.group_id, known))
+        except GroupError as exc:
+            top = exc.code
+    if top != ErrorCode.NONE:
+        return OffsetDeleteResponse(error_code=int(top), throttle_time_ms=0, topics=[])
+    return OffsetDeleteResponse(
+        error_code=0, throttle_time_ms=0,
+        topics=[
+            OffsetDeleteResponse.OffsetDeleteResponseTopic(
+                name=topic.name,
+                partitions=[
+                    OffsetDeleteResponse.OffsetDeleteResponsePartition(
+                        partition_index=p.partition_index, error_code=int(codes[(topic.name, p.partition_index)]))
+                    for p in topic.partitions
+                ],
+            )
+            for topic in request.topics
+        ],
+    )
+
+
+# ====================================================================== KIP-848
+
+
+def _topic_ids(ctx: RequestContext, assignment: dict[str, set[int]]) -> list[Any]:
+    out = []
+    meta = ctx.broker.metadata
+    for name in sorted(assignment):
+        topic = meta.get(name) if meta is not None else None
+        if topic is None:
+            continue
+        out.append(ConsumerGroupHeartbeatResponse.TopicPartitions(
+            topic_id=topic.topic_id, partitions=sorted(assignment[name])))
+    return out
+
+
+@handles(CONSUMER_GROUP_HEARTBEAT_KEY, 0, _max(CONSUMER_GROUP_HEARTBEAT_KEY))
+async def handle_consumer_group_heartbeat(ctx: RequestContext, header, request) -> object:
+    coordinator = _coordinator(ctx)
+    if coordinator is None:
+        return ConsumerGroupHeartbeatResponse(
+            throttle_time_ms=0, error_code=int(ErrorCode.COORDINATOR_NOT_AVAILABLE), member_epoch=-1,
+            heartbeat_interval_ms=0)
+    coordinator.ensure_offsets_topic()
+    owned = None
+    meta = ctx.broker.metadata
+    if request.topic_partitions is not None:
+        owned = {}
+        for tp in request.topic_partitions:
+            topic = meta.by_id(tp.topic_id) if meta is not None else None
+            if topic is not None:
+                owned.setdefault(topic.name, set()).update(tp.partitions)
+    result = coordinator.consumer_group_heartbeat(
+        group_id=request.group_id, api_version=header.api_version, member_id=request.member_id or "",
+        member_epoch=request.member_epoch, instance_id=request.instance_id, rack_id=request.rack_id,
+        rebalance_timeout_ms=request.rebalance_timeout_ms,
+        subscribed_topic_names=None if request.subscribed_topic_names is None else list(request.subscribed_topic_names),
+        subscribed_topic_regex=request.subscribed_topic_regex if header.api_version >= 1 else None,
+        server_assignor=request.server_assignor, owned=owned, client_id=header.client_id or "",
+        client_host=_client_host(ctx),
+    )
+    if result.error != ErrorCode.NONE:
+        return ConsumerGroupHeartbeatResponse(
+            throttle_time_ms=0, error_code=int(result.error), error_message=result.error_message,
+            member_id=None, member_epoch=-1, heartbeat_interval_ms=0, assignment=None)
+    assignment = None
+    if result.assignment is not None:
+        assignment = ConsumerGroupHeartbeatResponse.Assignment(topic_partitions=_topic_ids(ctx, result.assignment))
+    return ConsumerGroupHeartbeatResponse(
+        throttle_time_ms=0, error_code=0, error_message=None, member_id=result.member_id,
+        member_epoch=result.member_epoch, heartbeat_interval_ms=result.heartbeat_interval_ms, assignment=assignment)
+
+
+@handles(CONSUMER_GROUP_DESCRIBE_KEY, 0, _max(CONSUMER_GROUP_DESCRIBE_KEY))
+async def handle_consumer_group_describe(ctx: RequestContext, header, request) -> object:
+    coordinator = _coordinator(ctx)
+    R = ConsumerGroupDescribeResponse
+    ops = GROUP_ALL_OPERATIONS if request.include_authorized_operations else AUTHORIZED_OPERATIONS_OMITTED
+    meta = ctx.broker.metadata
+
+    def assignment(tps: dict[str, set[int]]) -> object:
+        out = []
+        for name in sorted(tps):
+            topic = meta.get(name) if meta is not None else None
+            out.append(R.TopicPartitions(topic_id=topic.topic_id if topic else Uuid.ZERO, topic_name=name,
+                                         partitions=sorted(tps[name])))
+        return R.Assignment(topic_partitions=out)
+
+    groups = []
+    for group_id in request.group_ids:
+        group = coordinator.describe_group(group_id) if coordinator is not None else None
+        if coordinator is None:
+            groups.append(R.DescribedGroup(error_code=int(ErrorCode.COORDINATOR_NOT_AVAILABLE), group_id=group_id,
+                                           group_state="", authorized_operations=ops, members=[]))
+            continue
+        if not isinstance(group, ConsumerGroup):
+            message = f"Group {group_id} not found." if group is None else f"Group {group_id} is not a consumer group."
+            groups.append(R.DescribedGroup(error_code=int(ErrorCode.GROUP_ID_NOT_FOUND), error_message=message,
+                                           group_id=group_id, group_state="", authorized_operations=ops, members=[]))
+            continue
+        members = [
+            R.Member(
+                member_id=m.member_id, instance_id=m.instance_id, rack_id=m.rack_id, member_epoch=m.member_epoch,
+                client_id=m.client_id, client_host=m.client_host, subscribed_topic_names=list(m.subscribed_topic_names),
+                subscribed_topic_regex=m.subscribed_topic_regex, assignment=assignment(m.assigned),
+                target_assignment=assignment(group.target.get(m.member_id, {})), member_type=1,
+            )
+            for m in group.members.values()
+        ]
+        groups.append(R.DescribedGroup(
+            error_code=0, group_id=group_id, group_state=group.state_name(), group_epoch=group.group_epoch,
+            assignment_epoch=group.assignment_epoch, assignor_name=group.assignor_name, members=members,
+            authorized_operations=ops,
+        ))
+    return R(throttle_time_ms=0, groups=groups)
