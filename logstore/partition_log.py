@@ -22,6 +22,7 @@ from odradek.wire.records import (
     CorruptRecordError,
     InvalidRecordError,
     RecordBatch,
+    next_batch_size,
     parse_control_record_key,
     parse_end_txn_marker,
 )
@@ -457,9 +458,14 @@ class PartitionLog:
         try:
             rb = RecordBatch(view)
             if len(rb) != size:
-                raise LogCorruptRecordError(
-                    f"produce data holds {size} bytes but its first batch is {len(rb)} bytes "
-                    "(only one batch per partition is allowed)")
+                extra = size - len(rb)
+                if next_batch_size(view[len(rb):len(rb) + 12], extra) is not None:
+                    raise LogInvalidRecordError(
+                        f"Compressed outer record has more than one batch (produce data for {self.name} "
+                        "holds a second complete batch)")
+                # Kafka trims an incomplete tail after the valid batches and appends the rest
+                view = view[:len(rb)]
+                size = len(view)
             if size > cfg.max_message_bytes:
                 raise MessageTooLargeError(
                     f"The record batch size in the append to {self.name} is {size} bytes which exceeds the "

@@ -336,3 +336,13 @@ def test_read_every_offset_matches_the_stored_batches(tmp_path: Path) -> None:
             expect += raw
         limit = max(max_bytes, len(stored[k][2]))
         assert data == expect[:limit]
+
+
+def test_two_batches_rejected_partial_tail_trimmed(tmp_path: Path) -> None:
+    lg = new_log(tmp_path)
+    a, b = make_batch(2), make_batch(3)
+    with pytest.raises(InvalidRecordError):
+        lg.append_as_leader(a + b, 0, 0)
+    info = lg.append_as_leader(a + b[:30], 0, 0)
+    assert (info.first_offset, info.last_offset, info.size_in_bytes) == (0, 1, len(a))
+    assert lg.active_segment.size == len(a)
