@@ -1,0 +1,932 @@
+"""``odradek dump-log``: Kafka's DumpLogSegments (``kafka-dump-log.sh``), line for line, in Python.
+
+Prints ``.log`` segments, KRaft ``.checkpoint`` snapshots, ``.index``, ``.timeindex``,
+``.snapshot`` (producer state) and ``.txnindex`` files exactly as Kafka 3.9's tool does: the same
+options, the same lines on stdout, the same summaries on stderr after the last file, the same exit
+codes. Where Kafka dies with an uncaught exception, this tool prints the same first line
+(``Exception in thread "main" <class>: <message>``) without the JVM stack trace and exits 1.
+
+Files are streamed: a ``.log`` is read through a bounded window with ``os.pread``, one batch at a
+time, so dumping a 1 GiB segment needs only a few MiB of memory.
+
+Usage: ``odradek dump-log --files A,B[,...] [--deep-iteration] [--print-data-log] ...``
+or ``python -m odradek.tools.dump_log ...``; see ``docs/dump-log.md``.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import struct
+import sys
+import time
+from collections.abc import Iterator
+from pathlib import Path
+from typing import IO, NamedTuple
+
+from odradek.logstore.index_base import CorruptIndexError
+from odradek.logstore.offset_index import OffsetIndex
+from odradek.logstore.time_index import TimeIndex
+from odradek.wire.records import (
+    BATCH_OVERHEAD,
+    HEADER_SIZE_UP_TO_MAGIC,
+    LOG_OVERHEAD,
+    MIN_ENTRY_SIZE,
+    BatchHeader,
+    ControlRecordType,
+    CorruptRecordError,
+    InvalidRecordError,
+    LegacyMessage,
+    RecordBatch,
+    TimestampType,
+    iter_log_entries,
+    legacy_inner_messages,
+    parse_batch_header,
+    parse_control_record_key,
+    parse_end_txn_marker,
+)
+
+from .dump_log_decoders import MessageParser, make_parser
+from .dump_log_java import (
+    JavaException,
+    java_file_name,
+    java_file_string,
+    java_parse_long,
+    scala_hash_order,
+    string_hash,
+)
+from .dump_log_snapshot import dump_producer_snapshot
+
+__all__ = ["DumpOptions", "main", "parse_args"]
+
+INT_MAX = 2**31 - 1
+DEFAULT_MAX_MESSAGE_SIZE = 5 * 1024 * 1024
+#: Bytes read per ``os.pread`` while scanning a ``.log`` (a batch bigger than this is read alone).
+WINDOW = 4 * 1024 * 1024
+
+_OFFSET_SIZE = struct.Struct(">qi")
+
+_CONTROL_NAMES = {t.value: t.name for t in ControlRecordType}
+#: KRaft control records DumpLogSegments 3.9 prints as JSON: type -> (label, message name).
+_CONTROL_JSON = {
+    ControlRecordType.SNAPSHOT_HEADER: ("SnapshotHeader", "SnapshotHeaderRecord"),
+    ControlRecordType.SNAPSHOT_FOOTER: ("SnapshotFooter", "SnapshotFooterRecord"),
+    ControlRecordType.KRAFT_VERSION: ("KRaftVersion", "KRaftVersionRecord"),
+    ControlRecordType.KRAFT_VOTERS: ("KRaftVoters", "VotersRecord"),
+}
+
+
+class DumpOptions(NamedTuple):
+    """The parsed command line, with Kafka's implications already applied
+    (any decoder turns on print-data-log, print-data-log turns on deep iteration)."""
+
+    files: list[str]
+    print_data_log: bool
+    deep_iteration: bool
+    verify_index_only: bool
+    index_sanity_check: bool
+    max_message_size: int
+    max_bytes: int
+    skip_record_metadata: bool
+    decoder: str  # "offsets", "transaction", "cluster-metadata", "remote-metadata" or "classes"
+    key_decoder_class: str
+    value_decoder_class: str
+
+
+# ---------------------------------------------------------------------------------------------
+# command line (Kafka uses jopt-simple; the accepted syntax and the errors follow it)
+
+_FLAGS = {
+    "print-data-log", "verify-index-only", "index-sanity-check", "deep-iteration", "offsets-decoder",
+    "transaction-log-decoder", "cluster-metadata-decoder", "remote-log-metadata-decoder",
+    "skip-record-metadata", "help", "version",
+}
+_REQUIRED_ARG = {"files", "max-message-size", "max-bytes"}
+_OPTIONAL_ARG = {"key-decoder-class", "value-decoder-class"}
+_STRING_DECODER = "org.apache.kafka.tools.api.StringDecoder"
+
+_HELP = """\
+Parse Kafka log segments, indexes and snapshots and print their contents (like kafka-dump-log.sh).
+Option                               Description
+------                               -----------
+--cluster-metadata-decoder           Decode record values as KRaft cluster metadata records.
+--deep-iteration                     Print every record, not only the batches (implied by
+                                       --print-data-log).
+--files <String: file1, file2, ...>  REQUIRED: comma separated .log/.index/.timeindex/.snapshot/
+                                       .txnindex/.checkpoint files to dump.
+--help                               Print this text.
+--index-sanity-check                 Only run the start-up sanity check of index files.
+--key-decoder-class [String]         Decoder of record keys (default:
+                                       org.apache.kafka.tools.api.StringDecoder).
+--max-bytes <Integer: size>          Read at most this many bytes of each .log (default:
+                                       2147483647).
+--max-message-size <Integer: size>   Largest batch expected when checking an index (default:
+                                       5242880).
+--offsets-decoder                    Decode records as __consumer_offsets keys and values.
+--print-data-log                     Print record keys and values (implied by any decoder option).
+--remote-log-metadata-decoder        Not supported by odradek (tiered storage metadata).
+--skip-record-metadata               Do not print the offset/timestamp/size part of record lines.
+--transaction-log-decoder            Decode records as __transaction_state keys and values.
+--value-decoder-class [String]       Decoder of record values (default:
+                                       org.apache.kafka.tools.api.StringDecoder).
+--verify-index-only                  Check index entries against the log without printing them.
+--version                            Print the version.
+"""
+
+
+class UsageError(Exception):
+    """A command-line problem: Kafka prints the message (if any) and the help, exit code 1."""
+
+
+def parse_args(argv: list[str]) -> DumpOptions:
+    """Parse DumpLogSegments' command line (jopt-simple rules: ``--opt value``, ``--opt=value``,
+    unambiguous prefixes of long options). Raises :class:`UsageError` or :class:`JavaException`."""
+    seen: dict[str, str | None] = {}
+    i = 0
+    names = sorted(_FLAGS | _REQUIRED_ARG | _OPTIONAL_ARG)
+    while i < len(argv):
+        arg = argv[i]
+        i += 1
+        if arg == "--":
+            break
+        if not arg.startswith("-") or arg == "-":
+            continue  # non-option arguments are accepted and ignored, as jopt-simple does here
+        body = arg.lstrip("-")
+        name, eq, value = body.partition("=")
+        if name not in names:
+            matches = [n for n in names if n.startswith(name)]
+            if len(matches) != 1:
+                raise JavaException("joptsimple.UnrecognizedOptionException", f"{name} is not a recognized option")
+            name = matches[0]
+        if name in _FLAGS:
+            if eq:
+                raise JavaException("joptsimple.UnexpectedArgumentException", f"Option {name} does not take an argument")
+            seen[name] = None
+        elif name in _REQUIRED_ARG:
+            if not eq:
+                if i >= len(argv):
+                    raise JavaException(
+                        "joptsimple.OptionMissingRequiredArgumentException", f"Option {name} requires an argument"
+                    )
+                value = argv[i]
+                i += 1
+            seen.setdefault(name, value)
+        else:
+            if not eq and i < len(argv) and not argv[i].startswith("-"):
+                value = argv[i]
+                i += 1
+            seen.setdefault(name, value if (eq or value) else None)
+    if not argv or "help" in seen:
+        raise UsageError("")
+    if "version" in seen:
+        raise UsageError("__version__")
+    if "files" not in seen:
+        raise UsageError('Missing required argument "[files]"')
+
+    def int_opt(name: str, default: int) -> int:
+        raw = seen.get(name)
+        if raw is None:
+            return default
+        try:
+            return java_parse_long(raw, bits=32)
+        except JavaException:
+            raise JavaException(
+                "joptsimple.OptionArgumentConversionException",
+                f"Cannot parse argument '{raw}' of option {name}",
+            ) from None
+
+    if "offsets-decoder" in seen:
+        decoder = "offsets"
+    elif "transaction-log-decoder" in seen:
+        decoder = "transaction"
+    elif "cluster-metadata-decoder" in seen:
+        decoder = "cluster-metadata"
+    elif "remote-log-metadata-decoder" in seen:
+        decoder = "remote-metadata"
+    else:
+        decoder = "classes"
+    print_data = bool(
+        {"print-data-log", "offsets-decoder", "transaction-log-decoder", "cluster-metadata-decoder",
+         "remote-log-metadata-decoder", "value-decoder-class", "key-decoder-class"} & seen.keys()
+    )
+    files_arg = seen["files"] or ""
+    return DumpOptions(
+        files=_java_split(files_arg, ","),
+        print_data_log=print_data,
+        deep_iteration=print_data or "deep-iteration" in seen,
+        verify_index_only="verify-index-only" in seen,
+        index_sanity_check="index-sanity-check" in seen,
+        max_message_size=int_opt("max-message-size", DEFAULT_MAX_MESSAGE_SIZE),
+        max_bytes=int_opt("max-bytes", INT_MAX),
+        skip_record_metadata="skip-record-metadata" in seen,
+        decoder=decoder,
+        key_decoder_class=seen.get("key-decoder-class") or _STRING_DECODER,
+        value_decoder_class=seen.get("value-decoder-class") or _STRING_DECODER,
+    )
+
+
+def _java_split(s: str, sep: str) -> list[str]:
+    # String.split drops trailing empty strings (and returns [""] for "")
+    parts = s.split(sep)
+    while len(parts) > 1 and parts[-1] == "":
+        parts.pop()
+    return parts
+
+
+# ---------------------------------------------------------------------------------------------
+# output
+
+
+class Output:
+    """stdout/stderr as Java's PrintStreams write them: UTF-8 text, ``\\n`` line ends, stdout
+    flushed before anything goes to stderr (so a terminal shows them in order)."""
+
+    def __init__(self, out: IO[bytes], err: IO[bytes]) -> None:
+        self._out = out
+        self._err = err
+        self._buf: list[str] = []
+        self._size = 0
+
+    def write(self, text: str) -> None:
+        """Append ``text`` to stdout (Java ``print``)."""
+        self._buf.append(text)
+        self._size += len(text)
+        if self._size > 1 << 16:
+            self.flush()
+
+    def line(self, text: str = "") -> None:
+        """Java ``println`` on stdout."""
+        self.write(text + "\n")
+
+    def err(self, text: str) -> None:
+        """``System.err.println``."""
+        self.flush()
+        self._err.write((text + "\n").encode("utf-8", "surrogatepass"))
+        self._err.flush()
+
+    def flush(self) -> None:
+        """Write out the buffered stdout text."""
+        if self._buf:
+            self._out.write("".join(self._buf).encode("utf-8", "surrogatepass"))
+            self._buf.clear()
+            self._size = 0
+        self._out.flush()
+
+
+class Progress:
+    """A one-line progress bar on stderr, only when stderr is a terminal (never in pipes or tests)."""
+
+    def __init__(self, err: IO[bytes], enabled: bool) -> None:
+        self._err = err
+        self._enabled = enabled
+        self._last = 0.0
+        self._shown = False
+
+    def update(self, name: str, done: int, total: int) -> None:
+        """Redraw at most 5 times a second."""
+        if not self._enabled or total <= 0:
+            return
+        now = time.monotonic()
+        if now - self._last < 0.2:
+            return
+        self._last = now
+        pct = min(100.0, 100.0 * done / total)
+        width = 30
+        filled = int(width * pct / 100)
+        bar = "#" * filled + "-" * (width - filled)
+        self._err.write(f"\r[{bar}] {pct:5.1f}% {name[-40:]}".encode())
+        self._err.flush()
+        self._shown = True
+
+    def clear(self) -> None:
+        """Erase the bar (before normal stderr output or at the end of a file)."""
+        if self._shown:
+            self._err.write(b"\r\x1b[K")
+            self._err.flush()
+            self._shown = False
+
+
+# ---------------------------------------------------------------------------------------------
+# summaries kept until after the last file (Kafka keeps them in Scala mutable HashMaps keyed by
+# the absolute path; their iteration order decides the order of the blocks)
+
+
+class Summaries:
+    """The stderr blocks DumpLogSegments prints after all files."""
+
+    def __init__(self) -> None:
+        self.index_mismatches: dict[str, list[tuple[int, int]]] = {}
+        self.ts_mismatches: dict[str, list[tuple[int, int]]] = {}
+        self.ts_out_of_order: dict[str, list[tuple[int, int]]] = {}
+        self.ts_not_found: dict[str, list[tuple[int, int]]] = {}
+        self.non_consecutive: dict[str, list[tuple[int, int]]] = {}
+
+    def print(self, out: Output) -> None:
+        """Print the blocks in Kafka's order: index mismatches, time-index errors, non-consecutive offsets."""
+        for path in _map_order(self.index_mismatches):
+            out.err(f"Mismatches in :{path}")
+            # Kafka prepends to an immutable List: newest first
+            for idx, log in reversed(self.index_mismatches[path]):
+                out.err(f"  Index offset: {idx}, log offset: {log}")
+        for path in _map_order(self.ts_mismatches):
+            out.err(f"Found timestamp mismatch in :{path}")
+            for idx, log in self.ts_mismatches[path]:
+                out.err(f"  Index timestamp: {idx}, log timestamp: {log}")
+        for path in _map_order(self.ts_out_of_order):
+            out.err(f"Found out of order timestamp in :{path}")
+            for idx, prev in self.ts_out_of_order[path]:
+                out.err(f"  Index timestamp: {idx}, Previously indexed timestamp: {prev}")
+        for path in _map_order(self.ts_not_found):
+            out.err("The following indexed offsets are not found in the log.")
+            for idx, log in self.ts_not_found[path]:
+                out.err(f"Indexed offset: {idx}, found log offset: {log}")
+        for path in _map_order(self.non_consecutive):
+            out.err(f"Non-consecutive offsets in {path}")
+            for first, second in reversed(self.non_consecutive[path]):
+                out.err(f"  {first} is followed by {second}")
+
+
+def _map_order(m: dict[str, list[tuple[int, int]]]) -> list[str]:
+    return scala_hash_order(list(m), string_hash)
+
+
+# ---------------------------------------------------------------------------------------------
+# reading a .log through a window
+
+
+class LogReader:
+    """Random reads of a file through one bounded buffer (``os.pread``), so scanning a segment
+    batch by batch costs one system call per ``WINDOW`` bytes and constant memory."""
+
+    def __init__(self, fd: int, size: int) -> None:
+        self.fd = fd
+        self.size = size
+        self._start = 0
+        self._data = b""
+
+    def read(self, pos: int, n: int) -> memoryview:
+        """Up to ``n`` bytes at ``pos`` (fewer only at the end of the file)."""
+        end = self._start + len(self._data)
+        if pos < self._start or pos + n > end:
+            want = max(n, WINDOW)
+            self._data = os.pread(self.fd, want, pos)
+            self._start = pos
+        off = pos - self._start
+        return memoryview(self._data)[off : off + n]
+
+
+class Entry(NamedTuple):
+    """One shallow entry of a segment: a v2 batch or a legacy (v0/v1) message, with its position."""
+
+    position: int
+    size: int
+    magic: int
+    batch: RecordBatch | None  # v2 batches of at least 61 bytes
+    header: BatchHeader | None  # v2 header (also for too-small v2 batches)
+    legacy: LegacyMessage | None
+
+    @property
+    def last_offset(self) -> int:
+        """Kafka's ``batch.lastOffset``."""
+        if self.header is not None:
+            return self.header.last_offset
+        assert self.legacy is not None
+        return self.legacy.offset
+
+
+def iter_entries(reader: LogReader, start: int, end: int, file_label: str) -> Iterator[Entry]:
+    """Kafka's ``FileLogInputStream`` over ``[start, end)``: stops at a tail of 17 bytes or less or
+    at an incomplete batch; a declared size below 14 is a CorruptRecordException."""
+    pos = start
+    while end - pos > HEADER_SIZE_UP_TO_MAGIC:
+        head = reader.read(pos, HEADER_SIZE_UP_TO_MAGIC)
+        _, length = _OFFSET_SIZE.unpack_from(head, 0)
+        if length < MIN_ENTRY_SIZE:
+            raise JavaException(
+                "org.apache.kafka.common.errors.CorruptRecordException",
+                f"Found record size {length} smaller than minimum record overhead ({MIN_ENTRY_SIZE}) in file {file_label}.",
+            )
+        size = length + LOG_OVERHEAD
+        if pos > end - size:
+            return
+        magic = head[16] - 256 if head[16] > 127 else head[16]
+        if magic >= 2:
+            data = reader.read(pos, size)
+            if size >= BATCH_OVERHEAD:
+                batch = RecordBatch(data)
+                yield Entry(pos, size, magic, batch, batch.header(), None)
+            else:
+                # Kafka reads the 61-byte header from the file even past the batch's end
+                hdr_bytes = reader.read(pos, BATCH_OVERHEAD)
+                if len(hdr_bytes) < BATCH_OVERHEAD:
+                    raise JavaException(
+                        "java.io.EOFException",
+                        f"Failed to read `record batch header` from file channel. Expected to read "
+                        f"{BATCH_OVERHEAD} bytes, but reached end of file after reading {len(hdr_bytes)} bytes. "
+                        f"Started read from position {pos}.",
+                    )
+                yield Entry(pos, size, magic, None, parse_batch_header(hdr_bytes), None)
+        else:
+            data = reader.read(pos, size)
+            try:
+                (msg,) = list(iter_log_entries(bytes(data)))
+            except (CorruptRecordError, ValueError) as e:
+                raise _corrupt(e) from None
+            yield Entry(pos, size, magic, None, None, msg._replace(position=pos))
+        pos += size
+
+
+def _corrupt(e: Exception) -> JavaException:
+    if isinstance(e, InvalidRecordError):
+        return JavaException("org.apache.kafka.common.InvalidRecordException", str(e))
+    return JavaException("org.apache.kafka.common.errors.CorruptRecordException", str(e))
+
+
+def _bool(b: bool) -> str:
+    return "true" if b else "false"
+
+
+def _ts_name(t: TimestampType) -> str:
+    return t.display_name
+
+
+# ---------------------------------------------------------------------------------------------
+# .log / .checkpoint
+
+
+class RecordView(NamedTuple):
+    """What a record line needs, for v2 records and legacy messages alike."""
+
+    offset: int
+    timestamp: int
+    key: bytes | None
+    value: bytes | None
+    sequence: int
+    header_keys: list[str]
+    legacy: LegacyMessage | None
+
+
+def _records_of(entry: Entry) -> Iterator[RecordView]:
+    """Deep iteration of one entry (Kafka's ``batch.asScala``), errors as Java exceptions."""
+    try:
+        if entry.legacy is not None:
+            msg = entry.legacy
+            inner = legacy_inner_messages(msg) if msg.attributes & 0x07 else [msg]
+            for m in inner:
+                yield RecordView(m.offset, m.timestamp, m.key, m.value, -1, [], m)
+            return
+        if entry.batch is None:
+            raise JavaException(
+                "org.apache.kafka.common.errors.CorruptRecordException",
+                f"Record batch is corrupt (the size {entry.size} is smaller than the minimum allowed overhead {BATCH_OVERHEAD})",
+            )
+        for r in entry.batch.records():
+            yield RecordView(r.offset, r.timestamp, r.key, r.value, r.sequence, [k for k, _ in r.headers], None)
+    except (CorruptRecordError, InvalidRecordError) as e:
+        raise _corrupt(e) from None
+
+
+def _batch_line(entry: Entry, position: int, out: Output) -> None:
+    """``printBatchLevel``: the first half is printed before the second is built, so an unknown
+    codec id leaves a half line behind, like Kafka."""
+    h = entry.header
+    if h is not None:
+        out.write(
+            f"baseOffset: {h.base_offset} lastOffset: {h.last_offset} count: {h.record_count} "
+            f"baseSequence: {h.base_sequence} lastSequence: {h.last_sequence} producerId: {h.producer_id} "
+            f"producerEpoch: {h.producer_epoch} partitionLeaderEpoch: {h.partition_leader_epoch} "
+            f"isTransactional: {_bool(h.is_transactional)} isControl: {_bool(h.is_control)} deleteHorizonMs: "
+            + ("OptionalLong.empty" if not h.has_delete_horizon else f"OptionalLong[{h.base_timestamp}]")
+        )
+        codec_id = h.attributes & 0x07
+        if codec_id > 4:
+            raise JavaException("java.lang.IllegalArgumentException", f"Unknown compression type id: {codec_id}")
+        tname = _ts_name(h.timestamp_type)
+        if entry.batch is not None:
+            valid = entry.batch.is_valid()
+        else:
+            valid = False
+        out.line(
+            f" position: {position} {tname}: {h.max_timestamp} size: {entry.size} magic: {entry.magic} "
+            f"compresscodec: {_CODEC_NAMES[codec_id]} crc: {h.crc} isvalid: {_bool(valid)}"
+        )
+        return
+    m = entry.legacy
+    assert m is not None
+    out.write(f"offset: {m.offset}")
+    codec_id = m.attributes & 0x07
+    if codec_id > 4:
+        raise JavaException("java.lang.IllegalArgumentException", f"Unknown compression type id: {codec_id}")
+    out.line(
+        f" position: {position} {_ts_name(m.timestamp_type)}: {m.timestamp} size: {entry.size} magic: {m.magic} "
+        f"compresscodec: {_CODEC_NAMES[codec_id]} crc: {m.crc} isvalid: {_bool(m.is_valid)}"
+    )
+
+
+_CODEC_NAMES = ("none", "gzip", "snappy", "lz4", "zstd")
+
+
+def _control_text(rec: RecordView) -> str:
+    """The control-record part of a record line (3.9)."""
+    from odradek.wire.records import Record
+
+    try:
+        _, ctype = parse_control_record_key(rec.key)
+    except InvalidRecordError as e:
+        if rec.key is None:
+            raise JavaException("java.lang.NullPointerException", "") from None
+        raise JavaException("org.apache.kafka.common.InvalidRecordException", str(e)) from None
+    type_id = int(ctype)
+    if ctype in (ControlRecordType.ABORT, ControlRecordType.COMMIT):
+        fake = Record(rec.offset, rec.timestamp, rec.key, rec.value, [], rec.sequence, 0, 0, 0, 0)
+        try:
+            marker = parse_end_txn_marker(fake)
+        except InvalidRecordError as e:
+            raise JavaException("org.apache.kafka.common.InvalidRecordException", str(e)) from None
+        return f" endTxnMarker: {ControlRecordType(ctype).name} coordinatorEpoch: {marker.coordinator_epoch}"
+    spec = _CONTROL_JSON.get(ctype) if isinstance(ctype, ControlRecordType) else None
+    if spec is not None:
+        from odradek.wire.errors import ProtocolError
+        from odradek.wire.schema import codec
+
+        from .json_converter import to_json
+
+        label, name = spec
+        try:
+            msg, _ = codec(name, 0).decode(rec.value if rec.value is not None else b"")
+        except ProtocolError as e:
+            raise JavaException("java.lang.RuntimeException", str(e)) from None
+        return f" {label} {to_json(name, msg, msg.version)}"
+    name = _CONTROL_NAMES.get(type_id, "UNKNOWN")
+    return f" controlType: {name}({type_id})"
+
+
+def dump_log(
+    path_arg: str,
+    file_str: str,
+    opts: DumpOptions,
+    parser: MessageParser | None,
+    sums: Summaries,
+    out: Output,
+    progress: Progress,
+) -> None:
+    """Kafka's ``dumpLog`` for a ``.log`` or ``.checkpoint`` file."""
+    name = java_file_name(file_str)
+    if name.endswith(".log"):
+        start_offset = java_parse_long(name.split(".")[0])
+        out.line(f"Log starting offset: {start_offset}")
+    elif name.endswith(".checkpoint"):
+        if name == "bootstrap.checkpoint":
+            out.line("KRaft bootstrap snapshot")
+        else:
+            m = re.fullmatch(r"(\d{20})-(\d{10})\.checkpoint", name)
+            if m is None:
+                raise JavaException("java.util.NoSuchElementException", "No value present")
+            out.line(f"Snapshot end offset: {int(m.group(1))}, epoch: {int(m.group(2))}")
+    fd = _open_log(file_str)
+    try:
+        size = os.fstat(fd).st_size
+        end = size if opts.max_bytes >= size else max(opts.max_bytes, 0)
+        reader = LogReader(fd, size)
+        valid_bytes = 0
+        last_offset = -1
+        abs_path = _absolute(file_str)
+        for entry in iter_entries(reader, 0, end, file_str):
+            _batch_line(entry, valid_bytes, out)
+            if opts.deep_iteration:
+                is_control = entry.header is not None and entry.header.is_control
+                tname = _ts_name(entry.header.timestamp_type) if entry.header is not None else _ts_name(
+                    entry.legacy.timestamp_type  # type: ignore[union-attr]
+                )
+                for rec in _records_of(entry):
+                    if last_offset == -1:
+                        last_offset = rec.offset
+                    elif rec.offset != last_offset + 1:
+                        sums.non_consecutive.setdefault(abs_path, []).append((last_offset, rec.offset))
+                    last_offset = rec.offset
+                    _record_line(rec, entry, tname, is_control, opts, parser, out)
+            valid_bytes += entry.size
+            progress.update(name, valid_bytes, end)
+        progress.clear()
+        trailing = end - valid_bytes
+        if trailing > 0 and opts.max_bytes == INT_MAX:
+            out.line(f"Found {trailing} invalid bytes at the end of {name}")
+    finally:
+        os.close(fd)
+
+
+def _record_line(
+    rec: RecordView,
+    entry: Entry,
+    tname: str,
+    is_control: bool,
+    opts: DumpOptions,
+    parser: MessageParser | None,
+    out: Output,
+) -> None:
+    prefix = "| "
+    if not opts.skip_record_metadata:
+        key_size = -1 if rec.key is None else len(rec.key)
+        value_size = -1 if rec.value is None else len(rec.value)
+        text = f"| offset: {rec.offset} {tname}: {rec.timestamp} keySize: {key_size} valueSize: {value_size}"
+        prefix = " "
+        if entry.magic >= 2:
+            text += f" sequence: {rec.sequence} headerKeys: [{','.join(rec.header_keys)}]"
+        if rec.legacy is not None:
+            text += f" isValid: {_bool(rec.legacy.is_valid)} crc: {rec.legacy.crc}}}"
+        out.write(text)
+        if is_control:
+            out.write(_control_text(rec))
+    if opts.print_data_log and not is_control and parser is not None:
+        key, payload = parser.parse(rec.offset, rec.key, rec.value)
+        if key is not None:
+            out.write(f"{prefix}key: {key}")
+            prefix = " "
+        if payload is not None:
+            out.write(f" payload: {payload}")
+    out.line()
+
+
+def _open_log(file_str: str) -> int:
+    try:
+        fd = os.open(file_str, os.O_RDONLY)
+    except FileNotFoundError:
+        raise JavaException("java.nio.file.NoSuchFileException", file_str) from None
+    except IsADirectoryError:
+        raise JavaException("java.nio.file.FileSystemException", f"{file_str}: Is a directory") from None
+    except PermissionError:
+        raise JavaException("java.nio.file.AccessDeniedException", file_str) from None
+    if os.path.isdir(file_str):
+        os.close(fd)
+        raise JavaException("java.io.IOException", "Is a directory")
+    return fd
+
+
+def _absolute(file_str: str) -> str:
+    """java.io.File.getAbsolutePath: resolved against the working directory, not normalised."""
+    if file_str.startswith("/"):
+        return file_str
+    cwd = os.getcwd()
+    if not file_str:
+        return cwd
+    return cwd.rstrip("/") + "/" + file_str
+
+
+def _parent_abs(file_str: str) -> str:
+    abs_path = _absolute(file_str)
+    return abs_path.rsplit("/", 1)[0] or "/"
+
+
+def _number_part(name: str) -> str:
+    # Scala: file.getName.split("\\.")(0); Java's split of ".index" gives "" first
+    return name.split(".")[0]
+
+
+# ---------------------------------------------------------------------------------------------
+# .index / .timeindex
+
+
+def _open_index(cls: type, path: str, base: int) -> OffsetIndex | TimeIndex:
+    """Open an index read-only like Kafka's AbstractIndex (which first creates a missing file)."""
+    if not os.path.exists(path):
+        try:
+            # Kafka's AbstractIndex calls File.createNewFile() even for read-only use
+            open(path, "ab").close()
+        except OSError:
+            raise JavaException("java.io.IOException", "No such file or directory") from None
+    try:
+        return cls(Path(path), base, writable=False)
+    except OSError as e:
+        raise JavaException("java.io.FileNotFoundException", f"{path} ({e.strerror})") from None
+
+
+def _first_batch_last_offset(reader: LogReader, position: int, size: int, file_str: str) -> int:
+    """``fileRecords.slice(position, size).batches.iterator.next().lastOffset``."""
+    if position < 0:
+        raise JavaException("java.lang.IllegalArgumentException", f"Invalid position: {position} in read from {file_str}")
+    if position > reader.size:
+        raise JavaException(
+            "java.lang.IllegalArgumentException", f"Slice from position {position} exceeds end position of {file_str}"
+        )
+    end = reader.size if size > reader.size - position else position + size
+    for entry in iter_entries(reader, position, end, file_str):
+        return entry.last_offset
+    raise JavaException("java.util.NoSuchElementException", "")
+
+
+def dump_index(file_str: str, opts: DumpOptions, sums: Summaries, out: Output) -> None:
+    """Kafka's ``dumpIndex``."""
+    name = java_file_name(file_str)
+    number = _number_part(name)
+    base = java_parse_long(number)
+    parent = _parent_abs(file_str)
+    log_path = f"{parent}/{number}.log"
+    fd = _open_log(log_path)
+    try:
+        reader = LogReader(fd, os.fstat(fd).st_size)
+        index = _open_index(OffsetIndex, file_str, base)
+        try:
+            entries = index.entries
+            if entries == 0:
+                out.line(f"{file_str} is empty.")
+                return
+            if opts.index_sanity_check:
+                _sanity(index, file_str)
+                out.line(f"{file_str} passed sanity check.")
+                return
+            abs_path = _absolute(file_str)
+            for i in range(entries):
+                offset, position = index.entry(i)
+                if offset == base and i > 0:
+                    return
+                last = _first_batch_last_offset(reader, position, opts.max_message_size, log_path)
+                if last != offset:
+                    sums.index_mismatches.setdefault(abs_path, []).append((offset, last))
+                if not opts.verify_index_only:
+                    out.line(f"offset: {offset} position: {position}")
+        finally:
+            index.close_handler()
+    finally:
+        os.close(fd)
+
+
+def _sanity(index: OffsetIndex | TimeIndex, file_str: str) -> None:
+    length = index.length
+    entry_size = index.ENTRY_SIZE
+    if length % entry_size != 0:
+        raise JavaException(
+            "org.apache.kafka.storage.internals.log.CorruptIndexException",
+            f"Index file {_absolute(file_str)} is corrupt, found {length} bytes which is neither positive nor a "
+            f"multiple of {entry_size}.",
+        )
+    try:
+        index.sanity_check()
+    except CorruptIndexError as e:
+        raise JavaException("org.apache.kafka.storage.internals.log.CorruptIndexException", str(e)) from None
+
+
+def dump_time_index(file_str: str, opts: DumpOptions, sums: Summaries, out: Output) -> None:
+    """Kafka's ``dumpTimeIndex``."""
+    name = java_file_name(file_str)
+    number = _number_part(name)
+    base = java_parse_long(number)
+    parent = _parent_abs(file_str)
+    log_path = f"{parent}/{number}.log"
+    fd = _open_log(log_path)
+    try:
+        reader = LogReader(fd, os.fstat(fd).st_size)
+        index = _open_index(OffsetIndex, f"{parent}/{number}.index", base)
+        tindex = _open_index(TimeIndex, file_str, base)
+        try:
+            if opts.index_sanity_check:
+                _sanity(tindex, file_str)
+                out.line(f"{file_str} passed sanity check.")
+                return
+            abs_path = _absolute(file_str)
+            prev_ts = -1
+            for i in range(tindex.entries):
+                ts, offset = tindex.entry(i)
+                if offset == base and i > 0:
+                    return
+                _, position = index.lookup(offset)
+                found: Entry | None = None
+                if 0 <= position <= reader.size:
+                    for entry in iter_entries(reader, position, reader.size, log_path):
+                        if entry.last_offset >= offset:
+                            found = entry
+                            break
+                else:
+                    _first_batch_last_offset(reader, position, INT_MAX, log_path)
+                if found is None:
+                    sums.ts_not_found.setdefault(abs_path, []).append((offset, -1))
+                elif found.last_offset != offset:
+                    sums.ts_not_found.setdefault(abs_path, []).append((offset, found.last_offset))
+                else:
+                    max_ts = -1
+                    for rec in _records_of(found):
+                        max_ts = max(max_ts, rec.timestamp)
+                    if max_ts != ts:
+                        sums.ts_mismatches.setdefault(abs_path, []).append((ts, max_ts))
+                    if prev_ts >= ts:
+                        sums.ts_out_of_order.setdefault(abs_path, []).append((ts, prev_ts))
+                if not opts.verify_index_only:
+                    out.line(f"timestamp: {ts} offset: {offset}")
+                prev_ts = ts
+        finally:
+            index.close_handler()
+            tindex.close_handler()
+    finally:
+        os.close(fd)
+
+
+# ---------------------------------------------------------------------------------------------
+# .txnindex
+
+_TXN_ENTRY = struct.Struct(">hqqqq")
+
+
+def dump_txn_index(file_str: str, out: Output) -> None:
+    """Kafka's ``dumpTxnIndex``: one line per 34-byte aborted-transaction entry (a partial last
+    entry is ignored; a missing file prints nothing)."""
+    name = java_file_name(file_str)
+    dot = name.find(".")
+    java_parse_long(name[:dot] if dot >= 0 else name)
+    if not os.path.exists(file_str):
+        return
+    abs_path = _absolute(file_str)
+    with open(file_str, "rb") as f:
+        while True:
+            data = f.read(_TXN_ENTRY.size)
+            if len(data) < _TXN_ENTRY.size:
+                break
+            version, pid, first, last, lso = _TXN_ENTRY.unpack(data)
+            if version > 0:
+                raise JavaException(
+                    "org.apache.kafka.common.KafkaException",
+                    f"Unexpected aborted transaction version {version} in transaction index {abs_path}, "
+                    f"current version is 0",
+                )
+            out.line(f"version: {version} producerId: {pid} firstOffset: {first} lastOffset: {last} lastStableOffset: {lso}")
+
+
+# ---------------------------------------------------------------------------------------------
+# main
+
+
+def run(opts: DumpOptions, out: Output, progress: Progress) -> None:
+    """Dump every file of ``opts.files`` in order, then print the stderr summaries."""
+    sums = Summaries()
+    for arg in opts.files:
+        file_str = java_file_string(arg)
+        out.line(f"Dumping {file_str}")
+        name = java_file_name(file_str)
+        dot = name.rfind(".")
+        if dot < 0:
+            raise JavaException(
+                "java.lang.StringIndexOutOfBoundsException", f"begin -1, end {len(name)}, length {len(name)}"
+            )
+        suffix = name[dot:]
+        if suffix in (".log", ".checkpoint"):
+            parser = make_parser(opts, out.line)
+            dump_log(arg, file_str, opts, parser, sums, out, progress)
+        elif suffix == ".index":
+            dump_index(file_str, opts, sums, out)
+        elif suffix == ".timeindex":
+            dump_time_index(file_str, opts, sums, out)
+        elif suffix == ".snapshot":
+            dump_producer_snapshot(file_str, out.line, out.write, out.err)
+        elif suffix == ".txnindex":
+            dump_txn_index(file_str, out)
+        else:
+            out.err(f"Ignoring unknown file {file_str}")
+    sums.print(out)
+
+
+def main(argv: list[str] | None = None) -> int:
+    """Entry point of ``odradek dump-log`` / ``python -m odradek.tools.dump_log``; returns the exit code
+    (0, or 1 where Kafka's tool would die with an exception or print its usage)."""
+    args = list(sys.argv[1:] if argv is None else argv)
+    stdout = sys.stdout.buffer
+    stderr = sys.stderr.buffer
+    out = Output(stdout, stderr)
+    progress = Progress(stderr, _isatty(sys.stderr))
+    try:
+        opts = parse_args(args)
+        run(opts, out, progress)
+    except UsageError as e:
+        out.flush()
+        msg = str(e)
+        if msg == "__version__":
+            from odradek import __version__ as ver  # type: ignore[attr-defined]
+
+            out.err(str(ver))
+            return 0
+        if msg:
+            out.err(msg)
+        stderr.write(_HELP.encode())
+        stderr.flush()
+        return 1
+    except JavaException as e:
+        progress.clear()
+        out.flush()
+        out.err(f'Exception in thread "main" {e.java_text()}')
+        return 1
+    except BrokenPipeError:
+        # `odradek dump-log ... | head`: stop quietly; point stdout at devnull so the interpreter's
+        # final flush does not raise again
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, sys.stdout.fileno())
+        return 1
+    out.flush()
+    return 0
+
+
+def _isatty(stream: object) -> bool:
+    try:
+        return bool(stream.isatty())  # type: ignore[attr-defined]
+    except (AttributeError, ValueError):
+        return False
+
+
+if __name__ == "__main__":
+    sys.exit(main())
