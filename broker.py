@@ -44,6 +44,9 @@ class Broker:
         self.coordinators: dict[str, Any] = {}
         self.fetch_sessions = FetchSessionCache()
         self.producer_ids: ProducerIdManager | None = None
+        # The KRaft metadata log (kraft.store.MetadataStore); ClusterMetadata persists through it.
+        self.metadata_store: Any = None
+        self._metadata_lock: Any = None
 
     # ------------------------------------------------------------------ lifecycle
 
@@ -54,8 +57,15 @@ class Broker:
         self.default_log_config = storage.default_log_config(self.config)
         self.log_manager = storage.open_log_manager(self.config, self.topic_log_config_by_name)
         await trio.to_thread.run_sync(self.log_manager.startup)
+        self._metadata_lock = storage.lock_metadata_dir(self.config)
+        self.metadata_store = storage.open_metadata_store(self.config, now_ms)
+        self.metadata_store.choose_dirs = self._dirs_for_new_logs
+        await trio.to_thread.run_sync(self.metadata_store.start)
+        self.leader_epoch = self.metadata_store.partition_leader_epoch()
         self.metadata = ClusterMetadata.load(self)
-        self.producer_ids = ProducerIdManager.after_logs(self.log_manager.all_logs())
+        self.producer_ids = ProducerIdManager.after_logs(
+            self.log_manager.all_logs(), self.metadata_store.allocate_producer_ids
+        )
         from .group_coordinator import GroupCoordinator  # noqa: PLC0415 - keeps broker import light
         self.coordinators.setdefault("groups", GroupCoordinator(self))
         for name in ("groups", "transactions"):
@@ -68,8 +78,16 @@ class Broker:
         for coordinator in self.coordinators.values():
             await coordinator.shutdown()
         if self.log_manager is not None:
-            await trio.to_thread.run_sync(self.log_manager.shutdown)
+            # Kafka writes the broker epoch into .kafka_cleanshutdown
+            epoch = self.metadata_store.broker_epoch if self.metadata_store is not None else -1
+            await trio.to_thread.run_sync(self.log_manager.shutdown, epoch)
             self.log_manager = None
+        if self.metadata_store is not None:
+            await trio.to_thread.run_sync(self.metadata_store.close)
+            self.metadata_store = None
+        if self._metadata_lock is not None:
+            self._metadata_lock.destroy()
+            self._metadata_lock = None
         log.info("Odradek broker %s shut down cleanly", self.node_id)
 
     async def run_background_tasks(self) -> None:
@@ -130,6 +148,22 @@ class Broker:
         )
         partition_log.become_leader(self.leader_epoch)
         return partition_log
+
+    def _dirs_for_new_logs(self, count: int) -> list[Any]:
+        """The log dirs the next `count` new partition logs go to (the LogManager's fewest-logs rule),
+        so that PartitionRecords name the right directory id."""
+        dirs = list(self.config.log_dirs)
+        counts = {d: 0 for d in dirs}
+        for plog in self.log_manager.all_logs():
+            parent = plog.dir.parent
+            if parent in counts:
+                counts[parent] += 1
+        out = []
+        for _ in range(count):
+            chosen = min(dirs, key=lambda d: counts[d])
+            counts[chosen] += 1
+            out.append(chosen)
+        return out
 
     def reconfigure_topic(self, topic: Topic) -> None:
         self.log_manager.update_topic_config(topic.name, self.topic_log_config(topic))

@@ -41,6 +41,12 @@ def _dump_log(args: argparse.Namespace, rest: list[str]) -> int:
     return dump_log_main(rest)
 
 
+def _storage(args: argparse.Namespace) -> int:
+    from .kraft.storage_tool import main as storage_main
+
+    return storage_main(args)
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog="odradek",
@@ -65,6 +71,15 @@ def build_parser() -> argparse.ArgumentParser:
         help="override a config from the properties file (repeatable)",
     )
     serve.set_defaults(func=_serve)
+    storage = sub.add_parser(
+        "storage",
+        help="format or inspect log dirs (like kafka-storage.sh format / info / random-uuid)",
+        description="Format log dirs (meta.properties, bootstrap.checkpoint) or show what they hold.",
+    )
+    from .kraft.storage_tool import add_arguments as add_storage_arguments
+
+    add_storage_arguments(storage)
+    storage.set_defaults(func=_storage)
     dump = sub.add_parser(
         "dump-log",
         help="print Kafka log segments, indexes and snapshots (like kafka-dump-log.sh)",

@@ -86,9 +86,15 @@ class ClusterMetadata:
 
     @classmethod
     def load(cls, broker: Broker) -> ClusterMetadata:
-        """Rebuild the topic table from the persisted metadata (and the partition dirs)."""
+        """Rebuild the topic table from the persisted metadata (and the partition dirs).
+
+        With a metadata store (the KRaft metadata log), its replay is the truth; partition dirs it
+        does not know (written before the metadata log existed) are adopted and recorded, so the
+        log dir stays readable by Kafka; partitions it knows without a log get an empty one, as
+        Kafka creates them when it becomes their leader.
+        """
         meta = cls(broker)
-        store = broker.metadata_store if hasattr(broker, "metadata_store") else None
+        store = getattr(broker, "metadata_store", None)
         if store is not None:
             for topic in store.replay():
                 meta._add(topic)
@@ -97,13 +103,27 @@ class ClusterMetadata:
         found: dict[str, tuple[Uuid, int]] = {}
         for partition_log in broker.log_manager.all_logs():
             name, index = partition_log.topic, partition_log.partition
-            if name in meta.topics:
+            known = meta.topics.get(name)
+            if known is not None:
+                if partition_log.topic_id and partition_log.topic_id != known.topic_id.bytes:
+                    log.warning("Log %s has topic id %s but the metadata says %s; it is served as %s", partition_log.name,
+                                Uuid(partition_log.topic_id).to_base64(), known.topic_id.to_base64(), name)
                 continue
             topic_id = Uuid(partition_log.topic_id) if partition_log.topic_id else random_uuid()
             prev = found.get(name)
             found[name] = (prev[0] if prev else topic_id, max(index + 1, prev[1] if prev else 0))
         for name, (topic_id, count) in found.items():
-            meta._add(Topic(name, topic_id, count))
+            topic = Topic(name, topic_id, count)
+            meta._persist("create", topic)
+            meta._add(topic)
+        if store is not None:
+            for topic in meta.topics.values():
+                if topic.configs:
+                    # logs were loaded before the configs were known
+                    broker.reconfigure_topic(topic)
+                for index in range(topic.partitions):
+                    if broker.log_manager.get_log(topic.name, index) is None:
+                        broker.open_partition_log(topic, index)
         return meta
 
     def _add(self, topic: Topic) -> None:

@@ -9,6 +9,8 @@ NOT_COORDINATOR, which makes a client look the coordinator up again.
 
 from __future__ import annotations
 
+from collections.abc import Callable
+
 from ..wire.errors import ErrorCode
 from ..wire.protocol import response_class
 from .registry import RequestContext, handles
@@ -22,17 +24,24 @@ PRODUCER_ID_BLOCK_SIZE = 1000
 class ProducerIdManager:
     """Hands out producer ids from blocks of 1000, never reusing one across restarts."""
 
-    def __init__(self, highest_seen: int) -> None:
+    def __init__(self, highest_seen: int, allocate_block: Callable[[int], int] | None = None) -> None:
         # Start at the block after the one holding the highest id ever used.
         self.next_id = 0 if highest_seen < 0 else (highest_seen // PRODUCER_ID_BLOCK_SIZE + 1) * PRODUCER_ID_BLOCK_SIZE
+        # With an allocator (the metadata store persisting ProducerIdsRecord), ids come in
+        # persisted blocks; allocate_block(at_least) returns the first id of a fresh block.
+        self._allocate = allocate_block
+        self.block_end = self.next_id if allocate_block is not None else None
 
     @classmethod
-    def after_logs(cls, logs) -> ProducerIdManager:
+    def after_logs(cls, logs, allocate_block: Callable[[int], int] | None = None) -> ProducerIdManager:
         """A manager whose first block follows every producer id found in the partition logs."""
         highest = max((pid for plog in logs for pid in plog.producer_state.producers), default=-1)
-        return cls(highest)
+        return cls(highest, allocate_block)
 
     def generate(self) -> int:
+        if self._allocate is not None and self.block_end is not None and self.next_id >= self.block_end:
+            self.next_id = self._allocate(self.next_id)
+            self.block_end = self.next_id + PRODUCER_ID_BLOCK_SIZE
         pid = self.next_id
         self.next_id += 1
         return pid

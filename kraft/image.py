@@ -1,0 +1,181 @@
+"""The metadata a replay of Kafka's metadata records builds (Kafka's MetadataImage, the parts Odradek uses).
+
+Records are applied in log order. Records inside a metadata transaction
+(BeginTransactionRecord ... EndTransactionRecord) are held back and applied at its end, or
+dropped on AbortTransactionRecord or when the log ends inside the transaction, as Kafka's
+controller does. Record types Odradek has no use for (NoOp, ACLs, quotas, SCRAM, ...) are
+counted and skipped.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections import Counter
+from collections.abc import Iterable
+from dataclasses import dataclass, field
+from typing import Any
+
+from ..wire.primitives import Uuid
+from .records import MetadataRecord
+
+log = logging.getLogger(__name__)
+
+#: ConfigRecord resource types (Kafka's ConfigResource.Type ids).
+RESOURCE_TOPIC = 2
+RESOURCE_BROKER = 4
+
+#: PartitionChangeRecord.leader value meaning "leader unchanged".
+NO_LEADER_CHANGE = -2
+
+
+@dataclass(slots=True)
+class PartitionState:
+    """One partition's registration: replicas, ISR, leader and epochs, log dir ids."""
+
+    replicas: list[int]
+    isr: list[int]
+    leader: int
+    leader_epoch: int
+    partition_epoch: int
+    directories: list[Uuid]
+
+
+@dataclass(slots=True)
+class TopicState:
+    """A topic as the metadata knows it: name, id, partitions by index."""
+
+    name: str
+    topic_id: Uuid
+    partitions: dict[int, PartitionState] = field(default_factory=dict)
+
+
+class MetadataImage:
+    """Topics, topic and broker configs, features, brokers and the next producer id block."""
+
+    def __init__(self) -> None:
+        self.topics_by_id: dict[Uuid, TopicState] = {}
+        self.topic_ids: dict[str, Uuid] = {}
+        #: ConfigRecords by (resource type, resource name): config name -> value
+        self.configs: dict[tuple[int, str], dict[str, str]] = {}
+        self.features: dict[str, int] = {}
+        self.brokers: dict[int, Any] = {}
+        self.next_producer_id = 0
+        self.skipped: Counter[str] = Counter()
+        self.records_applied = 0
+        self._txn: list[MetadataRecord] | None = None
+
+    # ------------------------------------------------------------------ queries
+
+    def topic(self, name: str) -> TopicState | None:
+        topic_id = self.topic_ids.get(name)
+        return self.topics_by_id.get(topic_id) if topic_id is not None else None
+
+    def topic_configs(self, name: str) -> dict[str, str]:
+        return dict(self.configs.get((RESOURCE_TOPIC, name), {}))
+
+    def max_leader_epoch(self) -> int:
+        return max((p.leader_epoch for t in self.topics_by_id.values() for p in t.partitions.values()), default=0)
+
+    # ------------------------------------------------------------------ replay
+
+    def replay_all(self, records: Iterable[MetadataRecord]) -> None:
+        for rec in records:
+            self.replay(rec)
+
+    def finish(self) -> None:
+        """End of the log: a transaction still open was never committed, drop it."""
+        if self._txn is not None:
+            log.warning("Metadata log ends inside a metadata transaction; dropping its %d records", len(self._txn))
+            self._txn = None
+
+    def replay(self, rec: MetadataRecord) -> None:
+        """Apply one record (or hold it back while a metadata transaction is open)."""
+        name = rec.name
+        if name == "BeginTransactionRecord":
+            self._txn = []
+            return
+        if name == "EndTransactionRecord":
+            held, self._txn = self._txn or [], None
+            for r in held:
+                self._apply(r)
+            return
+        if name == "AbortTransactionRecord":
+            self._txn = None
+            return
+        if self._txn is not None:
+            self._txn.append(rec)
+            return
+        self._apply(rec)
+
+    def _apply(self, rec: MetadataRecord) -> None:
+        handler = getattr(self, "_on_" + rec.name, None)
+        if handler is None or rec.message is None:
+            self.skipped[rec.name] += 1
+            return
+        handler(rec.message)
+        self.records_applied += 1
+
+    def _on_TopicRecord(self, m: Any) -> None:  # noqa: N802 - named after Kafka's record
+        self.topics_by_id[m.topic_id] = TopicState(m.name, m.topic_id)
+        self.topic_ids[m.name] = m.topic_id
+
+    def _on_PartitionRecord(self, m: Any) -> None:  # noqa: N802
+        topic = self.topics_by_id.get(m.topic_id)
+        if topic is None:
+            log.warning("PartitionRecord for unknown topic id %s", m.topic_id)
+            return
+        topic.partitions[m.partition_id] = PartitionState(
+            list(m.replicas), list(m.isr), m.leader, m.leader_epoch, m.partition_epoch, list(m.directories or [])
+        )
+
+    def _on_PartitionChangeRecord(self, m: Any) -> None:  # noqa: N802
+        topic = self.topics_by_id.get(m.topic_id)
+        part = topic.partitions.get(m.partition_id) if topic is not None else None
+        if part is None:
+            return
+        if m.isr is not None:
+            part.isr = list(m.isr)
+        if m.replicas is not None:
+            part.replicas = list(m.replicas)
+        if m.directories is not None:
+            part.directories = list(m.directories)
+        # a leader change starts a new leader epoch (Kafka's PartitionRegistration.merge)
+        if m.leader != NO_LEADER_CHANGE:
+            part.leader = m.leader
+            part.leader_epoch += 1
+        part.partition_epoch += 1
+
+    def _on_RemoveTopicRecord(self, m: Any) -> None:  # noqa: N802
+        topic = self.topics_by_id.pop(m.topic_id, None)
+        if topic is None:
+            return
+        if self.topic_ids.get(topic.name) == m.topic_id:
+            del self.topic_ids[topic.name]
+        # Kafka drops a deleted topic's configs with it
+        self.configs.pop((RESOURCE_TOPIC, topic.name), None)
+
+    def _on_ConfigRecord(self, m: Any) -> None:  # noqa: N802
+        key = (m.resource_type, m.resource_name)
+        if m.value is None:
+            entry = self.configs.get(key)
+            if entry is not None:
+                entry.pop(m.name, None)
+                if not entry:
+                    del self.configs[key]
+        else:
+            self.configs.setdefault(key, {})[m.name] = m.value
+
+    def _on_FeatureLevelRecord(self, m: Any) -> None:  # noqa: N802
+        if m.feature_level == 0 and m.name != "metadata.version":
+            self.features.pop(m.name, None)
+        else:
+            self.features[m.name] = m.feature_level
+
+    def _on_RegisterBrokerRecord(self, m: Any) -> None:  # noqa: N802
+        self.brokers[m.broker_id] = m
+
+    def _on_UnregisterBrokerRecord(self, m: Any) -> None:  # noqa: N802
+        self.brokers.pop(m.broker_id, None)
+
+    def _on_ProducerIdsRecord(self, m: Any) -> None:  # noqa: N802
+        self.next_producer_id = max(self.next_producer_id, m.next_producer_id)

@@ -1,0 +1,195 @@
+"""`__cluster_metadata-0`: the KRaft metadata log of a single voter, read and appended as Kafka does.
+
+The log is an ordinary partition log (segments, indexes, leader-epoch-checkpoint,
+partition.metadata with the reserved topic id AAAAAAAAAAAAAAAAAAAAAQ) that the LogManager does
+not own. Batches are built complete here (offsets, leader epoch, timestamps) and stored exactly
+as built, like Kafka's Raft leader appends: the log store's coordinator append path leaves a
+batch unchanged when its base offset is the log end offset and its max timestamp is right,
+which :meth:`MetadataLog.append` checks after every append.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+from collections.abc import Iterator, Sequence
+from pathlib import Path
+from typing import Any
+
+from ..logstore.config import LogConfig
+from ..logstore.partition_log import PartitionLog
+from ..wire.primitives import Uuid
+from ..wire.records import (
+    ControlRecordType,
+    SimpleRecord,
+    build_batch,
+    control_record_key,
+    iter_batches,
+    parse_control_record_key,
+)
+from .records import (
+    MetadataRecord,
+    decode_metadata_record,
+    encode_control_value,
+    encode_metadata_record,
+    new_record,
+)
+from .snapshot import SnapshotId, list_snapshots, read_snapshot
+
+log = logging.getLogger(__name__)
+
+METADATA_TOPIC = "__cluster_metadata"
+METADATA_PARTITION_DIR = "__cluster_metadata-0"
+#: Kafka's Uuid.METADATA_TOPIC_ID
+METADATA_TOPIC_ID = Uuid(bytes(15) + b"\x01")
+
+#: KafkaRaftClient's largest batch (MAX_BATCH_SIZE_BYTES): the metadata log's max.message.bytes.
+MAX_BATCH_BYTES = 8 * 1024 * 1024
+
+
+def metadata_log_config(segment_bytes: int = 1024 * 1024 * 1024, segment_ms: int = 7 * 24 * 3600 * 1000) -> LogConfig:
+    """The metadata log's config as KafkaMetadataLog sets it: never deleted by retention (snapshots do that)."""
+    return LogConfig(segment_bytes=segment_bytes, segment_ms=segment_ms, retention_ms=-1, retention_bytes=-1,
+                     max_message_bytes=MAX_BATCH_BYTES)
+
+
+class MetadataLogError(RuntimeError):
+    """The metadata log cannot be used (gap before its first offset, a batch not stored as built, ...)."""
+
+
+class MetadataLog:
+    """The open `__cluster_metadata-0` log: replay (latest snapshot, then the batches after it) and appends."""
+
+    def __init__(self, partition_log: PartitionLog) -> None:
+        self.plog = partition_log
+
+    @classmethod
+    def open(cls, metadata_log_dir: Path, config: LogConfig | None = None) -> MetadataLog:
+        """Open (creating if needed) `<metadata.log.dir>/__cluster_metadata-0`.
+
+        Kafka opens the metadata log with recovery from its first segment (it keeps no recovery
+        point checkpoint for it); so does this, which also truncates a torn tail.
+        """
+        path = Path(metadata_log_dir) / METADATA_PARTITION_DIR
+        plog = PartitionLog.open(path, config or metadata_log_config(), METADATA_TOPIC, 0,
+                                 recovery_point=0, had_clean_shutdown=False, topic_id=METADATA_TOPIC_ID.bytes)
+        return cls(plog)
+
+    @property
+    def dir(self) -> Path:
+        return self.plog.dir
+
+    @property
+    def log_end_offset(self) -> int:
+        return self.plog.log_end_offset
+
+    @property
+    def log_start_offset(self) -> int:
+        return self.plog.log_start_offset
+
+    def latest_snapshot(self) -> SnapshotId | None:
+        """The newest complete snapshot that the log can continue from."""
+        snaps = [s for s in list_snapshots(self.dir) if s.end_offset <= self.log_end_offset]
+        return snaps[-1] if snaps else None
+
+    def last_epoch(self) -> int:
+        """Largest leader epoch in the log (its checkpoint) or the snapshots, 0 when none."""
+        epochs = [self.plog.leader_epoch_cache.latest_epoch or 0]
+        epochs += [s.epoch for s in list_snapshots(self.dir)]
+        return max(epochs)
+
+    # ------------------------------------------------------------------ reading
+
+    def replay_records(self) -> Iterator[MetadataRecord]:
+        """Every committed metadata record: the newest snapshot's, then the log's after it."""
+        snap = self.latest_snapshot()
+        start = 0
+        if snap is not None:
+            log.info("Loading metadata snapshot %s", snap.file_name)
+            yield from read_snapshot(self.dir / snap.file_name)
+            start = snap.end_offset
+        if start < self.log_start_offset:
+            raise MetadataLogError(
+                f"the metadata log in {self.dir} starts at offset {self.log_start_offset} but no snapshot covers "
+                f"the offsets before it (newest snapshot ends at {start})")
+        for batch in self._batches_from(start):
+            h = batch.header()
+            if h.attributes & 0x20:
+                continue
+            for rec in batch.records():
+                if rec.offset < start or rec.value is None:
+                    continue
+                yield decode_metadata_record(rec.value)
+
+    def _batches_from(self, offset: int) -> Iterator[Any]:
+        for seg in list(self.plog.segments):
+            # a segment's batches all lie below the next segment's base offset
+            data = _read_file(seg.log_path, seg.size)
+            for batch in iter_batches(data):
+                if batch.header().base_offset + batch.header().last_offset_delta >= offset:
+                    yield batch
+
+    def leader_changes(self) -> Iterator[tuple[int, int]]:
+        """(offset, leader epoch) of every LEADER_CHANGE control record (for tests and tools)."""
+        for batch in self._batches_from(0):
+            if not batch.header().attributes & 0x20:
+                continue
+            for rec in batch.records():
+                _v, ctype = parse_control_record_key(rec.key)
+                if int(ctype) == int(ControlRecordType.LEADER_CHANGE):
+                    yield rec.offset, batch.header().partition_leader_epoch
+
+    # ------------------------------------------------------------------ appending
+
+    def become_leader(self, epoch: int, node_id: int, now_ms: int) -> int:
+        """Start leader epoch `epoch`: the LEADER_CHANGE control batch Kafka writes first in an epoch."""
+        self.plog.become_leader(epoch)
+        cls = type(new_record("LeaderChangeMessage"))
+        message = cls(version=0, leader_id=node_id, voters=[cls.Voter(voter_id=node_id)],
+                      granting_voters=[cls.Voter(voter_id=node_id)])
+        record = SimpleRecord(key=control_record_key(ControlRecordType.LEADER_CHANGE),
+                              value=encode_control_value(int(ControlRecordType.LEADER_CHANGE), message),
+                              timestamp=now_ms)
+        return self._append(build_batch([record], base_offset=self.log_end_offset, partition_leader_epoch=epoch,
+                                        is_control=True), epoch)
+
+    def append(self, records: Sequence[tuple[str, Any]], epoch: int, now_ms: int) -> int:
+        """Append metadata records as one batch (one atomic change) and fsync; returns its base offset."""
+        if not records:
+            return self.log_end_offset
+        recs = [SimpleRecord(value=encode_metadata_record(name, msg), key=None, timestamp=now_ms) for name, msg in records]
+        return self._append(build_batch(recs, base_offset=self.log_end_offset, partition_leader_epoch=epoch), epoch)
+
+    def _append(self, batch: bytes, epoch: int) -> int:
+        base = self.log_end_offset
+        buf = bytearray(batch)
+        info = self.plog.append_as_coordinator(buf, epoch)
+        if info.first_offset != base or bytes(buf) != batch:
+            raise MetadataLogError(f"metadata batch at {base} was not stored as built (got offset {info.first_offset})")
+        # a metadata change counts only once it is on disk (Raft's flush before commit)
+        self.plog.flush()
+        return base
+
+    def close(self) -> None:
+        self.plog.close()
+
+
+def _read_file(path: Path, size: int) -> bytes:
+    with open(path, "rb") as f:
+        return os.pread(f.fileno(), size, 0) if size else b""
+
+
+def metadata_log_dir_of(log_dirs: Sequence[Path], metadata_log_dir: Path | None) -> Path:
+    """`metadata.log.dir`, defaulting to the first log dir (KafkaConfig.metadataLogDir)."""
+    return Path(metadata_log_dir) if metadata_log_dir else Path(log_dirs[0])
+
+
+__all__ = [
+    "METADATA_PARTITION_DIR",
+    "METADATA_TOPIC",
+    "METADATA_TOPIC_ID",
+    "MetadataLog",
+    "MetadataLogError",
+    "metadata_log_config",
+    "metadata_log_dir_of",
+]

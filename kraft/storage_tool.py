@@ -1,0 +1,70 @@
+"""`odradek storage format | info | random-uuid`: Odradek's kafka-storage.sh.
+
+`format -t <cluster id> -c <server.properties> [--override k=v] [--ignore-formatted]
+[--release-version 4.1] [--feature name=level]` writes meta.properties into every log dir
+and bootstrap.checkpoint into the metadata log dir, exactly as Kafka 4.1's tool does, so
+either broker can start on the result.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+
+from .features import RELEASE_METADATA_VERSIONS, default_feature_levels, metadata_version_name
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    """Add the storage subcommands to `parser`."""
+    sub = parser.add_subparsers(dest="storage_command", required=True, metavar="ACTION")
+    fmt = sub.add_parser("format", help="format the log dirs (meta.properties, bootstrap.checkpoint)")
+    fmt.add_argument("-t", "--cluster-id", required=True, help="the cluster id (e.g. from random-uuid)")
+    info = sub.add_parser("info", help="show the meta.properties of the log dirs")
+    for p in (fmt, info):
+        p.add_argument("-c", "--config", help="a Kafka server.properties file")
+        p.add_argument("--override", action="append", metavar="key=value", help="override a config (repeatable)")
+    fmt.add_argument("-g", "--ignore-formatted", action="store_true",
+                     help="skip dirs that are already formatted instead of failing")
+    fmt.add_argument("-r", "--release-version", default=None,
+                     help=f"release whose metadata.version to use ({', '.join(RELEASE_METADATA_VERSIONS)})")
+    fmt.add_argument("-f", "--feature", action="append", metavar="name=level", help="a feature level (repeatable)")
+    sub.add_parser("random-uuid", help="print a random cluster id")
+
+
+def main(args: argparse.Namespace) -> int:
+    """Run one storage subcommand; 0 on success, 1 with a message on stderr otherwise."""
+    from ..cluster_metadata import random_uuid
+    from ..config import BrokerConfig, ConfigError
+    from ..storage import StorageError, format_storage, metadata_log_dir, storage_info
+
+    if args.storage_command == "random-uuid":
+        print(random_uuid().to_base64())
+        return 0
+    try:
+        config = BrokerConfig.load(args.config, args.override or [])
+    except (ConfigError, OSError) as exc:
+        print(f"odradek storage: {exc}", file=sys.stderr)
+        return 1
+    if args.storage_command == "info":
+        print(storage_info(config))
+        return 0
+    levels = default_feature_levels()
+    if args.release_version is not None:
+        if args.release_version not in RELEASE_METADATA_VERSIONS:
+            print(f"odradek storage: unsupported release version {args.release_version}", file=sys.stderr)
+            return 1
+        levels["metadata.version"] = RELEASE_METADATA_VERSIONS[args.release_version]
+    for item in args.feature or []:
+        name, sep, level = item.partition("=")
+        if not sep or not level.strip().isdigit():
+            print(f"odradek storage: --feature {item!r} is not name=level", file=sys.stderr)
+            return 1
+        levels[name.strip()] = int(level)
+    try:
+        format_storage(config, args.cluster_id, levels, ignore_formatted=args.ignore_formatted)
+    except StorageError as exc:
+        print(f"odradek storage: {exc}", file=sys.stderr)
+        return 1
+    print(f"Formatting metadata directory {metadata_log_dir(config)} with metadata.version "
+          f"{metadata_version_name(levels['metadata.version'])}.")
+    return 0

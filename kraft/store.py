@@ -1,0 +1,265 @@
+"""Odradek's metadata store: the KRaft metadata log of a single-voter, single-broker cluster.
+
+At start-up :meth:`MetadataStore.start` replays the newest snapshot and the log after it into a
+:class:`MetadataImage`, refuses directories it cannot serve, and then acts as the (only) Raft
+leader: a new leader epoch (quorum-state + LEADER_CHANGE batch), the bootstrap records when the
+log is empty, and this broker's registration. Afterwards every metadata change made through
+:class:`~odradek.cluster_metadata.ClusterMetadata` is appended (and fsynced) as Kafka's records
+before it is applied, so Apache Kafka can start on the same directory, and vice versa.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Callable, Iterator, Sequence
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from ..wire.primitives import Uuid
+from .features import default_feature_levels
+from .image import RESOURCE_TOPIC, MetadataImage, PartitionState
+from .log import MetadataLog
+from .quorum_state import QuorumState
+from .records import MetadataRecord, new_record
+from .snapshot import BOOTSTRAP_FILE, read_snapshot, read_snapshot_voters
+
+if TYPE_CHECKING:
+    from ..cluster_metadata import Topic
+
+log = logging.getLogger(__name__)
+
+#: Broker ids per producer id block (Kafka's ProducerIdsBlock.PRODUCER_ID_BLOCK_SIZE).
+PRODUCER_ID_BLOCK_SIZE = 1000
+
+#: Topic configs that need something Odradek does not have.
+_TIERED_STORAGE_CONFIG = "remote.storage.enable"
+
+#: Security protocol ids of RegisterBrokerRecord endpoints (Kafka's SecurityProtocol).
+_SECURITY_PROTOCOLS = {"PLAINTEXT": 0, "SSL": 1, "SASL_PLAINTEXT": 2, "SASL_SSL": 3}
+
+
+class UnservableMetadataError(RuntimeError):
+    """The metadata describes something a single Odradek node cannot serve (the message says what)."""
+
+
+class MetadataStore:
+    """The broker's `metadata_store`: replay at start-up, then one batch of records per metadata change.
+
+    `directory_ids` maps each log dir to its `directory.id` (from meta.properties), which
+    PartitionRecords name as the partition's log dir. `choose_dirs(n)` (set by the broker)
+    says in which log dirs the next `n` new partition logs will be created.
+    """
+
+    def __init__(self, metadata_log_dir: Path, node_id: int, directory_ids: dict[Path, Uuid],
+                 now_ms: Callable[[], int]) -> None:
+        self.metadata_log_dir = Path(metadata_log_dir)
+        self.node_id = node_id
+        self.directory_ids = {Path(k): v for k, v in directory_ids.items()}
+        self.now_ms = now_ms
+        self.image = MetadataImage()
+        self.log: MetadataLog | None = None
+        self.epoch = 0
+        self.broker_epoch = -1
+        self.choose_dirs: Callable[[int], list[Path]] | None = None
+        self.listeners: list[tuple[str, str, int, str]] = []
+
+    # ------------------------------------------------------------------ start-up
+
+    def start(self) -> None:
+        """Open and replay the metadata log, check it can be served, then lead a new epoch."""
+        self.log = MetadataLog.open(self.metadata_log_dir)
+        md = self.log
+        self._check_voters(md)
+        self.image.replay_all(md.replay_records())
+        self.image.finish()
+        self.check_servable()
+        state = QuorumState.read(md.dir)
+        self.epoch = max(md.last_epoch(), state.leader_epoch if state else 0) + 1
+        # Kafka persists the election before acting as leader of the new epoch
+        QuorumState(leader_id=self.node_id, leader_epoch=self.epoch, voters=[self.node_id]).write(md.dir)
+        now = self.now_ms()
+        was_empty = md.log_end_offset == 0 and md.latest_snapshot() is None
+        md.become_leader(self.epoch, self.node_id, now)
+        if was_empty or "metadata.version" not in self.image.features:
+            self._append(self._bootstrap_records())
+        self.broker_epoch = self._append([("RegisterBrokerRecord", self._registration(-1))], patch_epoch=True)
+        log.info("Metadata log %s: %d topics, leader epoch %d, broker epoch %d, end offset %d", md.dir,
+                 len(self.image.topics_by_id), self.epoch, self.broker_epoch, md.log_end_offset)
+
+    def _check_voters(self, md: MetadataLog) -> None:
+        voters: list[int] | None = None
+        state = QuorumState.read(md.dir)
+        if state is not None and state.voters:
+            voters = state.voters
+        snap = md.latest_snapshot()
+        if snap is not None:
+            voters = read_snapshot_voters(md.dir / snap.file_name) or voters
+        if voters is not None and sorted(set(voters)) != [self.node_id]:
+            raise UnservableMetadataError(
+                f"The KRaft quorum in {md.dir} has voters {sorted(set(voters))}; Odradek is a single combined node "
+                f"and can only continue a quorum whose only voter is node.id {self.node_id}.")
+
+    def check_servable(self) -> None:
+        """Refuse metadata this node cannot serve: replicas on other brokers, tiered storage."""
+        problems: list[str] = []
+        for topic in self.image.topics_by_id.values():
+            for index, part in sorted(topic.partitions.items()):
+                others = sorted(set(part.replicas) - {self.node_id})
+                if others or self.node_id not in part.replicas:
+                    problems.append(f"{topic.name}-{index} has replicas {part.replicas} (other brokers: {others})")
+            if self.image.topic_configs(topic.name).get(_TIERED_STORAGE_CONFIG, "false").lower() == "true":
+                problems.append(f"topic {topic.name} uses tiered storage (remote.storage.enable=true)")
+        if problems:
+            shown = "; ".join(problems[:20]) + (f"; and {len(problems) - 20} more" if len(problems) > 20 else "")
+            raise UnservableMetadataError(
+                f"Odradek (node.id {self.node_id}, one replica per partition, no tiered storage) cannot serve the "
+                f"metadata in {self.metadata_log_dir}: {shown}. Reassign these partitions to node {self.node_id} only "
+                "(kafka-reassign-partitions.sh) and disable tiered storage before moving the log dir.")
+
+    def _bootstrap_records(self) -> list[tuple[str, Any]]:
+        """The bootstrap records: the feature levels of bootstrap.checkpoint (or 4.1's defaults) in a transaction."""
+        path = self.metadata_log_dir / BOOTSTRAP_FILE
+        levels: list[tuple[str, Any]]
+        if path.exists():
+            levels = [(r.name, r.message) for r in read_snapshot(path) if r.message is not None]
+        else:
+            levels = [("FeatureLevelRecord", new_record("FeatureLevelRecord", name=n, feature_level=v))
+                      for n, v in default_feature_levels().items()]
+        # metadata.version first: Kafka replays it before anything else
+        levels.sort(key=lambda r: 0 if getattr(r[1], "name", "") == "metadata.version" else 1)
+        return [("BeginTransactionRecord", new_record("BeginTransactionRecord", name="Bootstrap records")),
+                *levels,
+                ("EndTransactionRecord", new_record("EndTransactionRecord"))]
+
+    def _registration(self, broker_epoch: int) -> Any:
+        rec_cls = type(new_record("RegisterBrokerRecord"))
+        endpoints = [rec_cls.BrokerEndpoint(name=name, host=host, port=port,
+                                            security_protocol=_SECURITY_PROTOCOLS.get(proto, 0))
+                     for name, host, port, proto in self.listeners]
+        features = [rec_cls.BrokerFeature(name=n, min_supported_version=lo, max_supported_version=hi)
+                    for n, (lo, hi) in supported_feature_ranges().items()]
+        # Registered fenced: a Kafka controller taking over this log then waits for no session of
+        # this registration to expire (an unfenced one would block the new registration for
+        # broker.session.timeout.ms).
+        return new_record("RegisterBrokerRecord", broker_id=self.node_id, is_migrating_zk_broker=False,
+                          incarnation_id=_random_uuid(), broker_epoch=broker_epoch, end_points=endpoints,
+                          features=features, rack=None, fenced=True, in_controlled_shutdown=False,
+                          log_dirs=sorted(set(self.directory_ids.values()), key=lambda u: u.bytes))
+
+    # ------------------------------------------------------------------ appends
+
+    def _append(self, records: Sequence[tuple[str, Any]], patch_epoch: bool = False) -> int:
+        """Append records (one batch), then apply them to the image; returns the batch's base offset."""
+        assert self.log is not None, "metadata store not started"
+        if patch_epoch:
+            # Kafka's broker epoch is the offset of the registration record itself
+            for _name, msg in records:
+                msg.broker_epoch = self.log.log_end_offset
+        base = self.log.append(records, self.epoch, self.now_ms())
+        for name, msg in records:
+            self.image.replay(MetadataRecord(name, 0, msg))
+        return base
+
+    # ------------------------------------------------------------------ ClusterMetadata's interface
+
+    def replay(self) -> Iterator[Topic]:
+        """The topics of the replayed metadata, as ClusterMetadata's Topic objects."""
+        from ..cluster_metadata import Topic
+
+        for state in self.image.topics_by_id.values():
+            count = max(state.partitions) + 1 if state.partitions else 0
+            yield Topic(state.name, state.topic_id, count, self.image.topic_configs(state.name))
+
+    def record(self, change: str, topic: Topic) -> None:
+        """Persist one ClusterMetadata change ("create", "partitions", "delete", "configs") as records."""
+        records = self.records_for(change, topic)
+        if records:
+            self._append(records)
+
+    def records_for(self, change: str, topic: Topic) -> list[tuple[str, Any]]:
+        """The metadata records Kafka's controller would write for a change of `topic`."""
+        records: list[tuple[str, Any]] = []
+        if change == "create":
+            records.append(("TopicRecord", new_record("TopicRecord", name=topic.name, topic_id=topic.topic_id)))
+            for key, value in sorted(topic.configs.items()):
+                records.append(("ConfigRecord", self._config(topic.name, key, value)))
+            records += self._partition_records(topic, 0, topic.partitions)
+        elif change == "partitions":
+            state = self.image.topics_by_id.get(topic.topic_id)
+            old = max(state.partitions) + 1 if state is not None and state.partitions else 0
+            records += self._partition_records(topic, old, topic.partitions)
+        elif change == "delete":
+            records.append(("RemoveTopicRecord", new_record("RemoveTopicRecord", topic_id=topic.topic_id)))
+        elif change == "configs":
+            old = self.image.topic_configs(topic.name)
+            for key in sorted(set(old) | set(topic.configs)):
+                new_value = topic.configs.get(key)
+                if old.get(key) != new_value:
+                    records.append(("ConfigRecord", self._config(topic.name, key, new_value)))
+        else:
+            raise ValueError(f"unknown metadata change {change!r}")
+        return records
+
+    def _config(self, topic: str, key: str, value: str | None) -> Any:
+        return new_record("ConfigRecord", resource_type=RESOURCE_TOPIC, resource_name=topic, name=key,
+                          value=None if value is None else str(value))
+
+    def _partition_records(self, topic: Topic, first: int, end: int) -> list[tuple[str, Any]]:
+        if end <= first:
+            return []
+        dirs = self.choose_dirs(end - first) if self.choose_dirs is not None else []
+        epoch = self.partition_leader_epoch()
+        out = []
+        for i, index in enumerate(range(first, end)):
+            directory = self.directory_ids.get(Path(dirs[i])) if i < len(dirs) else None
+            if directory is None:
+                directory = next(iter(self.directory_ids.values()))
+            out.append(("PartitionRecord", new_record(
+                "PartitionRecord", partition_id=index, topic_id=topic.topic_id, replicas=[self.node_id],
+                isr=[self.node_id], removing_replicas=[], adding_replicas=[], leader=self.node_id,
+                leader_recovery_state=0, leader_epoch=epoch, partition_epoch=0, directories=[directory])))
+        return out
+
+    def partition_leader_epoch(self) -> int:
+        """The leader epoch Odradek uses for every partition: the highest any partition has reached."""
+        return self.image.max_leader_epoch()
+
+    def partition_states(self, name: str) -> dict[int, PartitionState]:
+        state = self.image.topic(name)
+        return dict(state.partitions) if state is not None else {}
+
+    # ------------------------------------------------------------------ producer ids
+
+    def allocate_producer_ids(self, at_least: int = 0) -> int:
+        """Reserve the next block of producer ids (persisted first); returns its first id."""
+        start = max(self.image.next_producer_id, at_least)
+        record = new_record("ProducerIdsRecord", broker_id=self.node_id, broker_epoch=self.broker_epoch,
+                            next_producer_id=start + PRODUCER_ID_BLOCK_SIZE)
+        self._append([("ProducerIdsRecord", record)])
+        return start
+
+    # ------------------------------------------------------------------ shutdown
+
+    def close(self) -> None:
+        """Close the metadata log cleanly (final producer snapshot, trimmed indexes)."""
+        if self.log is not None:
+            self.log.close()
+            self.log = None
+
+
+def supported_feature_ranges() -> dict[str, tuple[int, int]]:
+    """The feature ranges a Kafka 4.1 broker registers with (from the 4.1 fixture's RegisterBrokerRecord)."""
+    return {
+        "group.version": (0, 1),
+        "transaction.version": (0, 2),
+        "eligible.leader.replicas.version": (0, 1),
+        "kraft.version": (0, 1),
+        "metadata.version": (7, 27),
+        "share.version": (0, 1),
+    }
+
+
+def _random_uuid() -> Uuid:
+    from ..cluster_metadata import random_uuid
+
+    return random_uuid()
