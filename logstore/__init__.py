@@ -8,6 +8,7 @@ See docs/architecture.md (logstore section).
 from .config import LogConfig
 from .errors import (
     CorruptRecordError,
+    InconsistentTopicIdError,
     InvalidRecordError,
     InvalidTimestampError,
     KafkaStorageError,
@@ -27,6 +28,7 @@ __all__ = [
     "CorruptRecordError",
     "FetchData",
     "FileSlice",
+    "InconsistentTopicIdError",
     "InvalidRecordError",
     "InvalidTimestampError",
     "KafkaStorageError",

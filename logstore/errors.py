@@ -60,3 +60,8 @@ class InvalidOffsetError(LogStoreError):
 
 class LogDeletedError(LogStoreError):
     """The partition log was deleted or closed while a caller still held it."""
+
+
+class InconsistentTopicIdError(LogStoreError):
+    """partition.metadata names another topic id than the one assigned (Kafka INCONSISTENT_TOPIC_ID, 103):
+    the dir belongs to an older incarnation of the topic."""

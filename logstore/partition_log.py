@@ -33,15 +33,16 @@ from .errors import (
     CorruptRecordError as LogCorruptRecordError,
 )
 from .errors import (
-    InvalidRecordError as LogInvalidRecordError,
-)
-from .errors import (
+    InconsistentTopicIdError,
     InvalidTimestampError,
     KafkaStorageError,
     LogDeletedError,
     MessageTooLargeError,
     OffsetOutOfRangeError,
     RecordBatchTooLargeError,
+)
+from .errors import (
+    InvalidRecordError as LogInvalidRecordError,
 )
 from .fileslice import FileSlice
 from .index_base import CorruptIndexError
@@ -211,8 +212,15 @@ class PartitionLog:
         return f"{self.topic}-{self.partition}"
 
     def assign_topic_id(self, topic_id: bytes) -> None:
-        """Set the topic id and write partition.metadata (Kafka writes it soon after creation)."""
+        """Set the topic id and write partition.metadata (Kafka writes it soon after creation).
+
+        InconsistentTopicIdError if the log already has a different topic id.
+        """
         topic_id = bytes(topic_id)
+        if self.topic_id is not None and self.topic_id != topic_id:
+            raise InconsistentTopicIdError(
+                f"Tried to assign topic ID {topic_id.hex()} to log for topic partition {self.name}, but log "
+                f"already contained topic ID {self.topic_id.hex()}")
         if self.topic_id == topic_id and self.partition_metadata.exists():
             return
         self.topic_id = topic_id

@@ -346,3 +346,15 @@ def test_two_batches_rejected_partial_tail_trimmed(tmp_path: Path) -> None:
     info = lg.append_as_leader(a + b[:30], 0, 0)
     assert (info.first_offset, info.last_offset, info.size_in_bytes) == (0, 1, len(a))
     assert lg.active_segment.size == len(a)
+
+
+def test_inconsistent_topic_id(tmp_path: Path) -> None:
+    from odradek.logstore import InconsistentTopicIdError
+
+    mgr = LogManager([tmp_path], LogConfig())
+    mgr.startup()
+    mgr.create_log("t", 0, TOPIC_ID)
+    assert mgr.create_log("t", 0, TOPIC_ID).topic_id == TOPIC_ID
+    with pytest.raises(InconsistentTopicIdError):
+        mgr.create_log("t", 0, bytes(16 * [9]))
+    mgr.shutdown()
