@@ -148,3 +148,15 @@ def test_produce_request_records_zero_copy() -> None:
     req = decode_request(frame)
     rec = req.body.topic_data[0].partition_data[0].records
     assert isinstance(rec, memoryview) and rec.obj is frame.obj and rec == payload
+
+
+def test_future_api_versions_request_header() -> None:
+    # a client newer than us sends ApiVersions v9 (header v2): the header must still decode so the
+    # server can answer UNSUPPORTED_VERSION with a v0 ApiVersionsResponse
+    frame = struct.pack(">hhih", 18, 9, 4, 3) + b"cli" + b"\x00" + b"\x01\x02"
+    header, offset = decode_request_header(frame)
+    assert (header.api_key, header.api_version, header.client_id, header.header_version, offset) == (18, 9, "cli", 2, 14)
+    with pytest.raises(UnsupportedVersionError):
+        decode_request(frame)
+    pieces = encode_response(header, api_version=0, body=ApiVersionsResponse(error_code=ErrorCode.UNSUPPORTED_VERSION))
+    assert join_pieces(pieces) == struct.pack(">iih", 4 + 2 + 4, 4, 35) + struct.pack(">i", 0)
