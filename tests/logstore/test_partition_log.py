@@ -358,3 +358,30 @@ def test_inconsistent_topic_id(tmp_path: Path) -> None:
     with pytest.raises(InconsistentTopicIdError):
         mgr.create_log("t", 0, bytes(16 * [9]))
     mgr.shutdown()
+
+
+def test_flush_in_a_worker_thread_while_appending(tmp_path: Path) -> None:
+    import threading
+
+    lg = new_log(tmp_path, **{"segment.bytes": "20000", "index.interval.bytes": "200"})
+    stop = threading.Event()
+    errors: list[BaseException] = []
+
+    def flusher() -> None:
+        try:
+            while not stop.is_set():
+                lg.flush()
+        except BaseException as e:  # noqa: BLE001 - reported below
+            errors.append(e)
+
+    t = threading.Thread(target=flusher)
+    t.start()
+    try:
+        for _ in range(150):
+            lg.append_as_leader(make_batch(2, value_size=200), 0, 0)
+    finally:
+        stop.set()
+        t.join()
+    assert errors == []
+    assert lg.flush() == lg.log_end_offset == lg.recovery_point == 300
+    lg.close()
