@@ -255,6 +255,12 @@ class LogManager:
         returns the number of segments deleted."""
         return sum(lg.delete_old_segments(now_ms) for lg in self.all_logs() if not lg.closed)
 
+    def remove_expired_producers(self, now_ms: int | None = None) -> None:
+        """Forget producers idle for producer.id.expiration.ms (Kafka: every 10 min)."""
+        now = int(time.time() * 1000) if now_ms is None else now_ms
+        for lg in self.all_logs():
+            lg.producer_state.remove_expired_producers(now)
+
     def flush_dirty_logs(self, now_ms: int | None = None) -> list[PartitionLog]:
         """fsync logs whose flush.messages / flush.ms is due (blocking; run it in a thread)."""
         flushed = []

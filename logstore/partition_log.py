@@ -403,11 +403,7 @@ class PartitionLog:
                 psm.update_map_end_offset(off)
                 psm.take_snapshot(sync=False)
         empty_before = not psm.producers and psm.last_map_offset >= last_offset
-        for off in psm.snapshot_offsets():
-            if off > last_offset or off <= self.log_start_offset:
-                files.snapshot_file(self.dir, off).unlink(missing_ok=True)
-        if last_offset != psm.last_map_offset:
-            psm.load_from_snapshot(self.log_start_offset, last_offset)
+        psm.truncate_and_reload(self.log_start_offset, last_offset, _now_ms())
         if last_offset > psm.last_map_offset and not empty_before:
             for seg in segs:
                 seg_end_hint = self._bases[self._bases.index(seg.base_offset) + 1] if seg is not self.segments[-1] \

@@ -140,8 +140,10 @@ class ProducerStateManager:
     that offset only when it is newer than the last one written (so a new log has no 0.snapshot).
     """
 
-    def __init__(self, dir_: Path) -> None:
+    def __init__(self, dir_: Path, producer_id_expiration_ms: int = 86_400_000) -> None:
         self.dir = Path(dir_)
+        # producer.id.expiration.ms (broker config, default 1 day)
+        self.producer_id_expiration_ms = producer_id_expiration_ms
         # insertion-ordered; Kafka's HashMap order is derived at snapshot time
         self.producers: dict[int, ProducerStateEntry] = {}
         self._max_size_ever = 0
@@ -251,8 +253,18 @@ class ProducerStateManager:
         self.last_snap_offset = self.last_map_offset
         return path
 
-    def load_from_snapshot(self, log_start_offset: int, up_to: int) -> None:
-        """Load the newest valid snapshot at or below `up_to` (corrupt ones are deleted, like Kafka)."""
+    def is_expired(self, entry: ProducerStateEntry, now_ms: int) -> bool:
+        """Kafka drops idle producers (no open transaction) after producer.id.expiration.ms."""
+        return entry.current_txn_first_offset is None and now_ms - entry.last_timestamp >= self.producer_id_expiration_ms
+
+    def remove_expired_producers(self, now_ms: int) -> None:
+        """Forget idle producers (Kafka runs this every producer.id.expiration.check.interval.ms, 10 min)."""
+        for pid in [pid for pid, e in self.producers.items() if self.is_expired(e, now_ms)]:
+            del self.producers[pid]
+
+    def load_from_snapshot(self, log_start_offset: int, up_to: int, now_ms: int | None = None) -> None:
+        """Load the newest valid snapshot at or below `up_to` (corrupt ones are deleted, expired
+        producers skipped, like Kafka)."""
         self.clear()
         for off in reversed(self.snapshot_offsets()):
             if off > up_to:
@@ -265,6 +277,8 @@ class ProducerStateManager:
                 path.unlink(missing_ok=True)
                 continue
             for e in entries:
+                if now_ms is not None and self.is_expired(e, now_ms):
+                    continue
                 self.put(e)
                 if e.current_txn_first_offset is not None:
                     self.ongoing_txns[e.current_txn_first_offset] = e.producer_id
@@ -274,12 +288,19 @@ class ProducerStateManager:
         self.last_map_offset = log_start_offset
         self.last_snap_offset = log_start_offset
 
-    def truncate_and_reload(self, log_start_offset: int, log_end_offset: int) -> None:
-        """Delete snapshots outside [log_start, log_end] and reload the newest remaining one."""
+    def truncate_and_reload(self, log_start_offset: int, log_end_offset: int, now_ms: int | None = None) -> None:
+        """Kafka's truncateAndReload: delete snapshots above the end or at/below the log start, then
+        reload the newest remaining one unless the map is already at `log_end_offset`."""
         for off in self.snapshot_offsets():
-            if off < log_start_offset or off > log_end_offset:
+            if off > log_end_offset or off <= log_start_offset:
                 files.snapshot_file(self.dir, off).unlink(missing_ok=True)
-        self.load_from_snapshot(log_start_offset, log_end_offset)
+        if log_end_offset != self.last_map_offset:
+            self.load_from_snapshot(log_start_offset, log_end_offset, now_ms)
+        else:
+            # onLogStartOffsetIncremented
+            self.last_map_offset = max(self.last_map_offset, log_start_offset)
+            latest = self.latest_snapshot_offset()
+            self.last_snap_offset = latest if latest is not None else log_start_offset
 
     def delete_snapshots_before(self, offset: int) -> None:
         for off in self.snapshot_offsets():
