@@ -372,6 +372,25 @@ def _records_parts(out: bytearray, chunks: list, v) -> bytearray:
 
 
 def _write_records(out: bytearray, chunks: list, v, compact: bool) -> bytearray:
+    t = type(v)
+    # fast paths for what handlers actually put here: one FileSlice or one bytes object
+    if t is FileSlice or t is bytes:
+        n = v.size if t is FileSlice else len(v)
+        if compact:
+            if n < 127:
+                out.append(n + 1)
+            else:
+                P.write_uvarint(out, n + 1)
+        else:
+            out += P.INT32.pack(n)
+        if n == 0:
+            return out
+        if t is bytes and n <= INLINE_RECORDS_MAX:
+            out += v
+            return out
+        chunks.append(out)
+        chunks.append(v)
+        return bytearray()
     if v is None:
         if compact:
             out.append(0)
@@ -685,11 +704,14 @@ class _Compiler:
                 L += ["    u = o._unknown_tagged_fields",
                       "    if u:",
                       "        tags = _sorted(tags + list(u), key=lambda x: x[0])",
-                      "    _wuv(out, len(tags))",
-                      "    for tag, data in tags:",
-                      "        _wuv(out, tag)",
-                      "        _wuv(out, len(data))",
-                      "        out += data"]
+                      "    if tags:",
+                      "        _wuv(out, len(tags))",
+                      "        for tag, data in tags:",
+                      "            _wuv(out, tag)",
+                      "            _wuv(out, len(data))",
+                      "            out += data",
+                      "    else:",
+                      "        out.append(0)"]
         L.append("    return out")
         return L
 
