@@ -1,0 +1,280 @@
+"""Portable log dirs (issue #9): Kafka's KRaft metadata log is Odradek's metadata store.
+
+1. Odradek starts on a copy of a log dir written by Apache Kafka 4.1 and serves its topics.
+2. Topic ids and configs survive an Odradek restart (they live in __cluster_metadata-0).
+3. Odradek -> Kafka 4.1 -> Odradek on one directory: each broker serves everything the
+   other wrote (records, topics, ids, configs, committed group offsets).
+"""
+
+from __future__ import annotations
+
+import shutil
+import stat
+import time
+import uuid
+from pathlib import Path
+
+import pytest
+from kafka import KafkaConsumer, KafkaProducer, OffsetAndMetadata, TopicPartition
+from kafka.admin import ConfigResource, ConfigResourceType, KafkaAdminClient, NewPartitions, NewTopic
+from odradek.kraft.log import MetadataLog
+from odradek.kraft.quorum_state import QuorumState
+from odradek.logstore.metadata_files import MetaProperties
+from odradek.wire.primitives import Uuid
+from odradek.wire.records import iter_batches
+
+FIXTURE_41 = Path(
+    "/work/shared/fixtures/kafka-real/ronem123_rupia-transaction-service@5d88e97/kafka-logs"
+)
+
+
+def _copy_writable(src: Path, dest: Path) -> Path:
+    shutil.copytree(src, dest)
+    for path in [dest, *dest.rglob("*")]:
+        path.chmod(path.stat().st_mode | stat.S_IWUSR)
+    return dest
+
+
+def _topic_configs(admin: KafkaAdminClient, topic: str) -> dict[str, str]:
+    """The topic's overrides (DYNAMIC_TOPIC_CONFIG entries) as name -> value."""
+    result = admin.describe_configs([ConfigResource(ConfigResourceType.TOPIC, topic)])
+    entries = result["topic"][topic]
+    return {k: v["value"] for k, v in entries.items() if v.get("config_source") == "DYNAMIC_TOPIC_CONFIG"}
+
+
+def _topic_ids(admin: KafkaAdminClient, topics: list[str]) -> dict[str, tuple[str, int]]:
+    """name -> (topic id as text, partition count)."""
+    return {t["name"]: (str(t["topic_id"]), len(t["partitions"])) for t in admin.describe_topics(topics)}
+
+
+def _consume_all(bootstrap: str, partitions: list[TopicPartition], expected: int, timeout: float = 30.0):
+    consumer = KafkaConsumer(bootstrap_servers=bootstrap, group_id=None, enable_auto_commit=False)
+    consumer.assign(partitions)
+    consumer.seek_to_beginning()
+    out: list[tuple[str, int, int, bytes | None, bytes | None]] = []
+    deadline = time.time() + timeout
+    while len(out) < expected and time.time() < deadline:
+        for batch in consumer.poll(timeout_ms=300).values():
+            out += [(m.topic, m.partition, m.offset, m.key, m.value) for m in batch]
+    # one more poll: nothing beyond the expected records
+    for batch in consumer.poll(timeout_ms=500).values():
+        out += [(m.topic, m.partition, m.offset, m.key, m.value) for m in batch]
+    consumer.close()
+    return sorted(out)
+
+
+def _records_on_disk(log_dir: Path, topic: str) -> list[tuple[str, int, int, bytes | None, bytes | None]]:
+    """Every data record of a topic's segments (what a consumer reading from the start must get)."""
+    out = []
+    for pdir in sorted(log_dir.glob(f"{topic}-*")):
+        index = int(pdir.name.rpartition("-")[2])
+        for seg in sorted(pdir.glob("*.log")):
+            for batch in iter_batches(seg.read_bytes()):
+                if batch.header().attributes & 0x20:
+                    continue
+                for r in batch.records():
+                    out.append((topic, index, r.offset, None if r.key is None else bytes(r.key),
+                                None if r.value is None else bytes(r.value)))
+    return sorted(out)
+
+
+def _metadata_record_names(log_dir: Path) -> list[str]:
+    md = MetadataLog.open(log_dir)
+    try:
+        return [r.name for r in md.replay_records()]
+    finally:
+        md.plog.close_handlers()
+
+
+# ---------------------------------------------------------------------------------- 1
+
+def test_starts_on_real_kafka_41_log_dir_and_serves_its_topics(odradek_broker_factory, tmp_path) -> None:
+    data = _copy_writable(FIXTURE_41, tmp_path / "kafka-logs")
+    meta = MetaProperties.read(data)
+    before = QuorumState.read(data / "__cluster_metadata-0")
+    expected_offsets = _records_on_disk(data, "__consumer_offsets")
+    assert expected_offsets, "the fixture has committed-offset records"
+
+    broker = odradek_broker_factory(overrides={"log.dirs": str(data), "node.id": meta.node_id})
+    admin = KafkaAdminClient(bootstrap_servers=broker.bootstrap)
+    assert {"topic_transactions", "__consumer_offsets"} <= set(admin.list_topics())
+    ids = _topic_ids(admin, ["topic_transactions", "__consumer_offsets"])
+    # the ids Kafka gave the topics (TopicRecords in the fixture's snapshot / partition.metadata)
+    assert ids["topic_transactions"] == (str(uuid.UUID(bytes=Uuid.from_base64("3aJOBeUFT2i-2s4EZqlyqQ").bytes)), 1)
+    assert ids["__consumer_offsets"][1] == 50
+    # ConfigRecords Kafka wrote for __consumer_offsets
+    assert _topic_configs(admin, "__consumer_offsets") == {
+        "compression.type": "producer", "cleanup.policy": "compact", "segment.bytes": "104857600"}
+    admin.close()
+
+    # every record Kafka left in __consumer_offsets is served (the group coordinator may append
+    # more after them when it expires the fixture's old groups, never in between)
+    partitions = [TopicPartition("__consumer_offsets", p) for p in range(50)]
+    served = _consume_all(broker.bootstrap, partitions, len(expected_offsets))
+    fixture_end = {}
+    for _t, p, offset, _k, _v in expected_offsets:
+        fixture_end[p] = max(fixture_end.get(p, 0), offset + 1)
+    assert [r for r in served if r[2] < fixture_end.get(r[1], 0)] == expected_offsets
+
+    # topic_transactions: retention left it empty at offset 5; new records continue there
+    consumer = KafkaConsumer(bootstrap_servers=broker.bootstrap)
+    tp = TopicPartition("topic_transactions", 0)
+    assert consumer.beginning_offsets([tp])[tp] == 5 and consumer.end_offsets([tp])[tp] == 5
+    consumer.close()
+    producer = KafkaProducer(bootstrap_servers=broker.bootstrap)
+    sent = producer.send("topic_transactions", value=b"after-the-move").get(15)
+    producer.close()
+    assert sent.offset == 5
+    assert _consume_all(broker.bootstrap, [tp], 1) == [("topic_transactions", 0, 5, None, b"after-the-move")]
+
+    assert broker.stop() == 0
+    # Odradek led a new KRaft epoch in Kafka's shape
+    after = QuorumState.read(data / "__cluster_metadata-0")
+    assert before is not None and after is not None and after.leader_epoch == before.leader_epoch + 1
+    assert after.leader_id == meta.node_id
+    names = _metadata_record_names(data)
+    assert names.count("TopicRecord") == 2 and "RegisterBrokerRecord" in names
+
+
+def test_refuses_partitions_replicated_on_other_brokers(odradek_broker_factory, tmp_path) -> None:
+    data = _copy_writable(FIXTURE_41, tmp_path / "kafka-logs")
+    # node.id 2 of the same cluster: every partition's only replica is broker 1
+    (data / "meta.properties").write_text((data / "meta.properties").read_text().replace("node.id=1", "node.id=2"))
+    broker = odradek_broker_factory(overrides={"log.dirs": str(data), "node.id": 2}, start=False)
+    with pytest.raises(Exception):  # noqa: B017 - the harness raises its start error type
+        broker.start(timeout=30)
+    assert "voters [1]" in broker.log_tail(200) or "other brokers" in broker.log_tail(200)
+
+
+# ---------------------------------------------------------------------------------- 2
+
+def test_topic_ids_and_configs_survive_restart(odradek_broker_factory) -> None:
+    broker = odradek_broker_factory()
+    admin = KafkaAdminClient(bootstrap_servers=broker.bootstrap)
+    admin.create_topics([
+        NewTopic("kept", 3, 1, topic_configs={"retention.ms": "3600000", "cleanup.policy": "compact"}),
+        NewTopic("plain", 1, 1),
+        NewTopic("doomed", 2, 1, topic_configs={"max.message.bytes": "65536"}),
+    ])
+    admin.alter_configs([ConfigResource(ConfigResourceType.TOPIC, "plain", configs={"segment.ms": "900000"})])
+    admin.create_partitions({"plain": NewPartitions(total_count=4)})
+    admin.delete_topics(["doomed"])
+    before_ids = _topic_ids(admin, ["kept", "plain"])
+    before_configs = {t: _topic_configs(admin, t) for t in ("kept", "plain")}
+    admin.close()
+    assert before_configs == {"kept": {"retention.ms": "3600000", "cleanup.policy": "compact"},
+                              "plain": {"segment.ms": "900000"}}
+    assert before_ids["plain"][1] == 4
+
+    assert broker.stop() == 0
+    names = _metadata_record_names(broker.log_dir)
+    assert names.count("TopicRecord") == 3 and names.count("RemoveTopicRecord") == 1
+    broker.start()
+
+    admin = KafkaAdminClient(bootstrap_servers=broker.bootstrap)
+    assert _topic_ids(admin, ["kept", "plain"]) == before_ids
+    assert {t: _topic_configs(admin, t) for t in ("kept", "plain")} == before_configs
+    assert "doomed" not in set(admin.list_topics())
+    admin.close()
+
+
+def test_producer_ids_are_not_reused_after_restart(odradek_broker_factory) -> None:
+    broker = odradek_broker_factory()
+    first = KafkaProducer(bootstrap_servers=broker.bootstrap, enable_idempotence=True)
+    first.send("pids", value=b"a").get(15)
+    pid_before = first._transaction_manager.producer_id_and_epoch.producer_id
+    first.close()
+    # a crash: no clean shutdown, no producer snapshot at the log end
+    broker.kill()
+    broker.start()
+    second = KafkaProducer(bootstrap_servers=broker.bootstrap, enable_idempotence=True)
+    second.send("pids", value=b"b").get(15)
+    pid_after = second._transaction_manager.producer_id_and_epoch.producer_id
+    second.close()
+    assert pid_after > pid_before
+    assert _metadata_record_names(broker.log_dir).count("ProducerIdsRecord") >= 1
+
+
+# ---------------------------------------------------------------------------------- 3
+
+def test_cross_start_odradek_kafka_odradek(odradek_broker_factory, kafka_broker_factory, tmp_path) -> None:
+    data = tmp_path / "shared-log-dir"
+    overrides = {"log.dirs": str(data)}
+
+    # --- Odradek writes the dir
+    odradek = odradek_broker_factory(overrides=overrides)
+    admin = KafkaAdminClient(bootstrap_servers=odradek.bootstrap)
+    admin.create_topics([
+        NewTopic("from-odradek", 2, 1, topic_configs={"retention.ms": "86400000", "max.message.bytes": "200000"}),
+    ])
+    odradek_ids = _topic_ids(admin, ["from-odradek"])
+    admin.close()
+    producer = KafkaProducer(bootstrap_servers=odradek.bootstrap)
+    for i in range(40):
+        producer.send("from-odradek", key=f"k{i}".encode(), value=f"odradek-{i}".encode(), partition=i % 2)
+    producer.flush()
+    producer.close()
+    group_consumer = KafkaConsumer(bootstrap_servers=odradek.bootstrap, group_id="portable-group",
+                                   enable_auto_commit=False)
+    tp0 = TopicPartition("from-odradek", 0)
+    group_consumer.assign([tp0])
+    group_consumer.commit({tp0: OffsetAndMetadata(7, "", -1)})
+    group_consumer.close()
+    assert odradek.stop() == 0
+
+    # --- Kafka 4.1 starts on it and serves every record, topic id and config
+    kafka = kafka_broker_factory(overrides=overrides)
+    admin = KafkaAdminClient(bootstrap_servers=kafka.bootstrap)
+    assert _topic_ids(admin, ["from-odradek"]) == odradek_ids
+    assert _topic_configs(admin, "from-odradek") == {"retention.ms": "86400000", "max.message.bytes": "200000"}
+    odradek_parts = [TopicPartition("from-odradek", p) for p in range(2)]
+    expected = _records_on_disk(data, "from-odradek")
+    assert len(expected) == 40
+    assert _consume_all(kafka.bootstrap, odradek_parts, 40) == expected
+    committed = KafkaConsumer(bootstrap_servers=kafka.bootstrap, group_id="portable-group",
+                              enable_auto_commit=False)
+    assert committed.committed(tp0) == 7
+    committed.close()
+
+    # --- Kafka writes more: records, a topic with configs, a config change, a group commit
+    admin.create_topics([NewTopic("from-kafka", 3, 1, topic_configs={"cleanup.policy": "compact"})])
+    admin.alter_configs([ConfigResource(ConfigResourceType.TOPIC, "from-odradek",
+                                        configs={"retention.ms": "172800000", "max.message.bytes": "200000"})])
+    producer = KafkaProducer(bootstrap_servers=kafka.bootstrap)
+    for i in range(20):
+        producer.send("from-odradek", value=f"kafka-{i}".encode(), partition=i % 2)
+    for i in range(9):
+        producer.send("from-kafka", key=f"c{i}".encode(), value=f"kafka-{i}".encode(), partition=i % 3)
+    producer.flush()
+    producer.close()
+    group_consumer = KafkaConsumer(bootstrap_servers=kafka.bootstrap, group_id="portable-group",
+                                   enable_auto_commit=False)
+    group_consumer.assign([tp0])
+    group_consumer.commit({tp0: OffsetAndMetadata(25, "", -1)})
+    group_consumer.close()
+    kafka_ids = _topic_ids(admin, ["from-odradek", "from-kafka"])
+    admin.close()
+    kafka.stop()
+    assert (data / ".kafka_cleanshutdown").exists()
+
+    # --- Odradek starts on Kafka's result and serves everything
+    odradek2 = odradek_broker_factory(overrides=overrides)
+    admin = KafkaAdminClient(bootstrap_servers=odradek2.bootstrap)
+    assert _topic_ids(admin, ["from-odradek", "from-kafka"]) == kafka_ids == {
+        **odradek_ids, "from-kafka": kafka_ids["from-kafka"]}
+    assert _topic_configs(admin, "from-odradek") == {"retention.ms": "172800000", "max.message.bytes": "200000"}
+    assert _topic_configs(admin, "from-kafka") == {"cleanup.policy": "compact"}
+    admin.close()
+    all_parts = odradek_parts + [TopicPartition("from-kafka", p) for p in range(3)]
+    expected = _records_on_disk(data, "from-odradek") + _records_on_disk(data, "from-kafka")
+    assert len(expected) == 40 + 20 + 9
+    assert _consume_all(odradek2.bootstrap, all_parts, len(expected)) == sorted(expected)
+    committed = KafkaConsumer(bootstrap_servers=odradek2.bootstrap, group_id="portable-group",
+                              enable_auto_commit=False)
+    assert committed.committed(tp0) == 25
+    committed.close()
+    # and it keeps writing where Kafka stopped
+    producer = KafkaProducer(bootstrap_servers=odradek2.bootstrap)
+    meta = producer.send("from-kafka", key=b"again", value=b"odradek-again", partition=0).get(15)
+    producer.close()
+    assert meta.offset == 3
