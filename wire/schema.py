@@ -420,9 +420,9 @@ _NS_BASE: dict[str, Any] = {
     "_rs": P.read_string, "_rb": P.read_bytes, "_rv": P.read_bytes_view, "_ral": P.read_array_length,
     "_ru": P.read_uuid, "_ruv": _uvarint_fast, "_ws": P.write_string, "_wb": P.write_bytes,
     "_wal": P.write_array_length, "_wuv": P.write_uvarint, "_wrec": _write_records, "_trunc": _trunc,
-    "_nav": _not_at_version, "_PE": ProtocolError, "_ZU": P.Uuid.ZERO, "_Uuid": P.Uuid,
+    "_nav": _not_at_version, "_ZU": P.Uuid.ZERO,
     "_unpack_from": struct.unpack_from, "_pack": struct.pack, "_new": object.__new__, "_sorted": sorted,
-    "_I8": P.INT8, "S_h": P.INT16, "S_i": P.INT32, "_notnull": None,
+    "_I8": P.INT8, "S_h": P.INT16, "S_i": P.INT32,
 }
 
 
