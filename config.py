@@ -126,6 +126,9 @@ BROKER_CONFIGS: dict[str, ConfigKey] = _keys(
     _k("transaction.state.log.segment.bytes", _long, 104857600, "segment.bytes of __transaction_state."),
     _k("transaction.max.timeout.ms", _long, 900000, "Largest transaction timeout a producer may ask for."),
     _k("cluster.id", _str, None, "Cluster id used when the storage is formatted on first start."),
+    _k("odradek.record.validation", _str, "crc",
+       "crc: check each produced batch's CRC-32C and header and pass it through undecoded (fast); "
+       "full: also decode every record as Kafka's LogValidator does. Compacted topics are always decoded."),
 )
 
 class ConfigError(ValueError):

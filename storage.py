@@ -152,13 +152,18 @@ def _protocol_of(config: BrokerConfig, listener: str) -> str:
 
 
 def default_log_config(config: BrokerConfig) -> LogConfig:
-    """The broker-wide topic defaults as a log-store LogConfig."""
-    return LogConfig.from_broker_props(config.raw)
+    """The broker-wide topic defaults as a log-store LogConfig (Kafka 4.x defaults where they changed)."""
+    props = {"log.message.timestamp.after.max.ms": str(config.get("log.message.timestamp.after.max.ms"))}
+    props.update(config.raw)
+    return LogConfig.from_broker_props(props)
 
 
 def open_log_manager(config: BrokerConfig, topic_config: Callable[[str], LogConfig | None]) -> LogManager:
     """The log manager over the configured log dirs; `topic_config` gives a topic's overrides."""
-    return LogManager(config.log_dirs, default_log_config(config), topic_config)
+    validation = str(config.get("odradek.record.validation")).lower()
+    if validation not in ("crc", "full"):
+        raise StorageError(f"odradek.record.validation must be crc or full, not {validation!r}")
+    return LogManager(config.log_dirs, default_log_config(config), topic_config, validate_records=validation == "full")
 
 
 def storage_info(config: BrokerConfig) -> str:

@@ -484,9 +484,11 @@ class PartitionLog:
                 rb.ensure_valid()
             h = rb.header()
             log_append_time = cfg.log_append_time
-            needs_scan = cfg.compact or origin is AppendOrigin.CLIENT and (
-                not log_append_time and (self.validate_records or cfg.message_timestamp_before_max_ms != LONG_MAX
-                                         or cfg.message_timestamp_after_max_ms != LONG_MAX))
+            # Decoding records is the expensive part of an append in Python; without
+            # validate_records the CRC-protected header is trusted (timestamps included) and
+            # only compacted topics, which must reject keyless records, are scanned.
+            needs_scan = cfg.compact or (
+                origin is AppendOrigin.CLIENT and not log_append_time and self.validate_records)
             summary = rb.scan_records(max(cfg.max_message_bytes * 64, 64 * 1024 * 1024)) if needs_scan else None
         except (LogCorruptRecordError, LogInvalidRecordError, MessageTooLargeError):
             raise
@@ -516,15 +518,17 @@ class PartitionLog:
         else:
             max_ts = summary.max_timestamp if summary is not None else h.max_timestamp
             if (cfg.message_timestamp_before_max_ms != LONG_MAX or cfg.message_timestamp_after_max_ms != LONG_MAX) \
-                    and summary is not None and summary.record_count > 0 and origin is AppendOrigin.CLIENT:
-                if now - summary.min_timestamp > cfg.message_timestamp_before_max_ms:
+                    and h.record_count > 0 and origin is AppendOrigin.CLIENT:
+                # Without a record scan the header's base timestamp stands for the smallest one.
+                min_ts = summary.min_timestamp if summary is not None else h.base_timestamp
+                if now - min_ts > cfg.message_timestamp_before_max_ms:
                     raise InvalidTimestampError(
-                        f"Timestamp {summary.min_timestamp} of message is out of range. The timestamp should be "
+                        f"Timestamp {min_ts} of message is out of range. The timestamp should be "
                         f"within [{now - cfg.message_timestamp_before_max_ms}, "
                         f"{now + cfg.message_timestamp_after_max_ms}]")
-                if summary.max_timestamp - now > cfg.message_timestamp_after_max_ms:
+                if max_ts - now > cfg.message_timestamp_after_max_ms:
                     raise InvalidTimestampError(
-                        f"Timestamp {summary.max_timestamp} of message is out of range. The timestamp should be "
+                        f"Timestamp {max_ts} of message is out of range. The timestamp should be "
                         f"within [{now - cfg.message_timestamp_before_max_ms}, "
                         f"{now + cfg.message_timestamp_after_max_ms}]")
             # only rewrites (and re-CRCs) when the client's header was wrong
