@@ -25,7 +25,7 @@ import time
 import tracemalloc
 from pathlib import Path
 
-from odradek.wire.messages import FetchResponse, MetadataResponse, ProduceRequest
+from odradek.wire.messages import FetchRequest, FetchResponse, MetadataResponse, ProduceRequest
 from odradek.wire.primitives import Uuid
 from odradek.wire.protocol import (
     FileSlice,
@@ -115,6 +115,17 @@ def fetch_case(fh, per_partition: int = 10 * 1024):
     return blobs, body(False), body(True)
 
 
+def fetch_request_frame() -> bytes:
+    """A consumer's Fetch v17 for 100 partitions of one topic (what the broker decodes per poll)."""
+    body = FetchRequest(replica_id=-1, max_wait_ms=500, min_bytes=1, max_bytes=52428800, isolation_level=1,
+                        session_id=0, session_epoch=-1, topics=[FetchRequest.FetchTopic(
+                            topic_id=Uuid(os.urandom(16)), partitions=[
+                                FetchRequest.FetchPartition(partition=i, current_leader_epoch=0, fetch_offset=1000 + i,
+                                                            log_start_offset=-1, partition_max_bytes=1048576)
+                                for i in range(100)])], rack_id="")
+    return join_pieces(encode_request(17, 9, body, client_id="consumer-1"))[4:]
+
+
 def metadata_case():
     return MetadataResponse(cluster_id="bench-cluster", controller_id=1, brokers=[
         MetadataResponse.MetadataResponseBroker(node_id=1, host="127.0.0.1", port=9092)], topics=[
@@ -161,6 +172,10 @@ def main(argv: list[str] | None = None) -> int:
         t, m = bench(lambda: decode_response(fframe, 1, 17), rep, num)
         rows.append(("Fetch v17 response, 100 partitions x 10 KiB: decode_response", t, m, total,
                      peak_alloc(lambda: decode_response(fframe, 1, 17))))
+
+    freq = fetch_request_frame()
+    t, m = bench(lambda: decode_request(freq), rep, num)
+    rows.append(("Fetch v17 request, 100 partitions: decode_request", t, m, 0, peak_alloc(lambda: decode_request(freq))))
 
     meta = metadata_case()
     mframe = join_pieces(encode_response(3, 12, 5, meta))[4:]

@@ -33,6 +33,7 @@ __all__ = [
     "decode_request_body",
     "decode_request_header",
     "decode_response",
+    "decode_response_header",
     "encode_request",
     "encode_response",
     "frame_size",
