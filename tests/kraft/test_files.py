@@ -1,0 +1,90 @@
+"""bootstrap.checkpoint, quorum-state and the metadata partition's files have Kafka's exact shape."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from odradek.config import BrokerConfig
+from odradek.kraft.bootstrap import build_bootstrap, read_bootstrap
+from odradek.kraft.features import default_feature_levels
+from odradek.kraft.log import MetadataLog
+from odradek.kraft.quorum_state import QuorumState
+from odradek.kraft.records import new_record
+from odradek.kraft.snapshot import (
+    SnapshotId,
+    build_snapshot,
+    list_snapshots,
+    parse_snapshot_name,
+    read_snapshot,
+)
+from odradek.storage import format_storage
+from odradek.wire.records import iter_batches
+
+REAL = Path("/work/shared/fixtures/kafka-real")
+LOG_41 = REAL / "ronem123_rupia-transaction-service@5d88e97/kafka-logs"
+LOG_38 = REAL / "JitenPalaparthi_youtube-kafka-golang-rust@63330ef/kafka-logs"
+
+
+def test_bootstrap_checkpoint_is_byte_identical_to_kafka_41() -> None:
+    real = (LOG_41 / "bootstrap.checkpoint").read_bytes()
+    batches = list(iter_batches(real))
+    header_ts, data_ts = batches[0].header().base_timestamp, batches[1].header().base_timestamp
+    assert build_bootstrap(default_feature_levels(), header_ts, data_ts) == real
+    assert read_bootstrap(LOG_41) == default_feature_levels()
+
+
+def test_formatted_bootstrap_has_kafkas_layout(tmp_path: Path) -> None:
+    config = BrokerConfig({"log.dirs": str(tmp_path / "d")})
+    cluster = format_storage(config, "q1w2e3r4t5y6u7i8o9p0AA")
+    assert cluster == "q1w2e3r4t5y6u7i8o9p0AA"
+    ours = (tmp_path / "d" / "bootstrap.checkpoint").read_bytes()
+    real = (LOG_41 / "bootstrap.checkpoint").read_bytes()
+    assert len(ours) == len(real) == 355
+    shape = [(b.header().base_offset, b.header().partition_leader_epoch, b.header().attributes,
+              b.header().record_count, b.header().batch_length) for b in iter_batches(ours)]
+    assert shape == [(b.header().base_offset, b.header().partition_leader_epoch, b.header().attributes,
+                      b.header().record_count, b.header().batch_length) for b in iter_batches(real)]
+    meta = (tmp_path / "d" / "meta.properties").read_text().splitlines()
+    assert meta[0] == "#" and [line.split("=")[0] for line in meta[2:]] == [
+        "cluster.id", "directory.id", "node.id", "version"]
+
+
+def test_quorum_state_round_trips_both_kafka_versions() -> None:
+    for log_dir in (LOG_41, LOG_38):
+        d = log_dir / "__cluster_metadata-0"
+        state = QuorumState.read(d)
+        assert state is not None and state.render() == (d / "quorum-state").read_bytes()
+    # what Odradek writes (kraft.version 0, a static single voter) is the 3.x/4.x data_version 0 shape
+    ours = QuorumState(leader_id=1, leader_epoch=2, voters=[1]).render()
+    assert ours == (LOG_38 / "__cluster_metadata-0/quorum-state").read_bytes()
+
+
+def test_snapshot_names_and_layout() -> None:
+    assert parse_snapshot_name("00000000000001734780-0000000001.checkpoint") == SnapshotId(1734780, 1)
+    assert parse_snapshot_name("00000000000001734780-0000000001.checkpoint.part") is None
+    assert SnapshotId(1734780, 1).file_name == "00000000000001734780-0000000001.checkpoint"
+    assert [s.end_offset for s in list_snapshots(LOG_41 / "__cluster_metadata-0")] == [852953, 1734780]
+    data = build_snapshot([("FeatureLevelRecord", new_record("FeatureLevelRecord", name="metadata.version",
+                                                              feature_level=27))], epoch=3, timestamp=1)
+    batches = list(iter_batches(data))
+    assert [b.header().attributes for b in batches] == [0x20, 0, 0x20]
+    assert {b.header().partition_leader_epoch for b in batches} == {3}
+    assert [b.header().base_offset for b in batches] == [0, 1, 2]
+
+
+def test_real_snapshot_reads_whole_metadata() -> None:
+    recs = list(read_snapshot(LOG_41 / "__cluster_metadata-0/00000000000001734780-0000000001.checkpoint"))
+    names = [r.name for r in recs]
+    assert names.count("TopicRecord") == 2 and names.count("PartitionRecord") == 51
+
+
+def test_metadata_partition_files_have_kafkas_shape(tmp_path: Path) -> None:
+    md = MetadataLog.open(tmp_path)
+    md.become_leader(1, 1, 1000)
+    md.append([("FeatureLevelRecord", new_record("FeatureLevelRecord", name="metadata.version",
+                                                  feature_level=27))], 1, 1001)
+    md.close()
+    d = tmp_path / "__cluster_metadata-0"
+    assert (d / "partition.metadata").read_bytes() == (LOG_41 / "__cluster_metadata-0/partition.metadata").read_bytes()
+    assert (d / "leader-epoch-checkpoint").read_text() == "0\n1\n1 0\n"
+    assert list(MetadataLog.open(tmp_path).leader_changes()) == [(0, 1)]

@@ -1,0 +1,177 @@
+"""MetadataStore: changes persist as records, replay rebuilds them, unservable metadata is refused."""
+
+from __future__ import annotations
+
+import shutil
+import stat
+from pathlib import Path
+
+import pytest
+
+from odradek.cluster_metadata import Topic, random_uuid
+from odradek.kraft.image import MetadataImage
+from odradek.kraft.log import MetadataLog
+from odradek.kraft.quorum_state import QuorumState
+from odradek.kraft.records import MetadataRecord, new_record
+from odradek.kraft.store import MetadataStore, UnservableMetadataError
+from odradek.wire.primitives import Uuid
+from odradek.wire.records import iter_batches
+
+LOG_41 = Path("/work/shared/fixtures/kafka-real/ronem123_rupia-transaction-service@5d88e97/kafka-logs")
+DIR_ID = Uuid.from_base64("yYuMrFRVQVSX0VVQPcMSrA")
+
+
+def _store(path: Path, node_id: int = 1) -> MetadataStore:
+    clock = iter(range(1_700_000_000_000, 1_800_000_000_000))
+    store = MetadataStore(path, node_id, {path: DIR_ID}, lambda: next(clock))
+    store.listeners = [("PLAINTEXT", "127.0.0.1", 9092, "PLAINTEXT")]
+    store.start()
+    return store
+
+
+def _topics(store: MetadataStore) -> dict[str, tuple[str, int, dict[str, str]]]:
+    return {t.name: (t.topic_id.to_base64(), t.partitions, t.configs) for t in store.replay()}
+
+
+def test_changes_survive_reopen(tmp_path: Path) -> None:
+    store = _store(tmp_path)
+    kept = Topic("kept", random_uuid(), 2, {"retention.ms": "1000", "cleanup.policy": "compact"})
+    doomed = Topic("doomed", random_uuid(), 1, {"segment.ms": "5"})
+    store.record("create", kept)
+    store.record("create", doomed)
+    kept.partitions = 5
+    store.record("partitions", kept)
+    kept.configs = {"retention.ms": "2000", "max.message.bytes": "100"}
+    store.record("configs", kept)
+    store.record("delete", doomed)
+    expected = {"kept": (kept.topic_id.to_base64(), 5, {"retention.ms": "2000", "max.message.bytes": "100"})}
+    assert _topics(store) == expected
+    store.close()
+
+    again = _store(tmp_path)
+    assert _topics(again) == expected
+    # a deleted topic's configs go with it
+    assert again.image.topic_configs("doomed") == {}
+    assert again.epoch == 2
+    again.close()
+    # each start is a new KRaft epoch, begun by a LEADER_CHANGE batch
+    md = MetadataLog.open(tmp_path)
+    assert [e for _o, e in md.leader_changes()] == [1, 2]
+    md.plog.close_handlers()
+    assert QuorumState.read(tmp_path / "__cluster_metadata-0").leader_epoch == 2
+
+
+def test_records_are_kafkas(tmp_path: Path) -> None:
+    store = _store(tmp_path)
+    topic = Topic("t", random_uuid(), 2, {"retention.ms": "7"})
+    store.record("create", topic)
+    topic.configs = {}
+    store.record("configs", topic)
+    store.close()
+    md = MetadataLog.open(tmp_path)
+    recs = list(md.replay_records())
+    md.plog.close_handlers()
+    names = [r.name for r in recs]
+    assert names[:2] == ["BeginTransactionRecord", "FeatureLevelRecord"]
+    assert recs[1].message.name == "metadata.version" and recs[1].message.feature_level == 27
+    assert "EndTransactionRecord" in names and "RegisterBrokerRecord" in names
+    topic_recs = [r for r in recs if r.name in ("TopicRecord", "ConfigRecord", "PartitionRecord")]
+    assert [r.name for r in topic_recs] == ["TopicRecord", "ConfigRecord", "PartitionRecord", "PartitionRecord",
+                                           "ConfigRecord"]
+    part = topic_recs[2].message
+    assert (part.replicas, part.isr, part.leader, part.leader_epoch, part.partition_epoch, part.directories) == (
+        [1], [1], 1, 0, 0, [DIR_ID])
+    assert topic_recs[1].message.resource_type == 2 and topic_recs[-1].message.value is None
+    reg = next(r.message for r in recs if r.name == "RegisterBrokerRecord")
+    assert reg.fenced and reg.log_dirs == [DIR_ID] and reg.end_points[0].port == 9092
+    # every batch is stored exactly as built: offsets without gaps, CRCs valid, epoch 1
+    data = (tmp_path / "__cluster_metadata-0" / "00000000000000000000.log").read_bytes()
+    next_offset = 0
+    for batch in iter_batches(data):
+        assert batch.is_valid() and batch.base_offset == next_offset
+        assert batch.partition_leader_epoch == 1
+        next_offset = batch.base_offset + batch.last_offset_delta + 1
+
+
+def test_producer_id_blocks_never_repeat(tmp_path: Path) -> None:
+    store = _store(tmp_path)
+    first = store.allocate_producer_ids()
+    second = store.allocate_producer_ids()
+    store.close()
+    again = _store(tmp_path)
+    third = again.allocate_producer_ids()
+    again.close()
+    assert first == 0 and second == 1000 and third == 2000
+
+
+def test_replays_a_real_kafka_41_metadata_log(tmp_path: Path) -> None:
+    data = tmp_path / "logs"
+    shutil.copytree(LOG_41, data)
+    for p in [data, *data.rglob("*")]:
+        p.chmod(p.stat().st_mode | stat.S_IWUSR)
+    store = _store(data)
+    topics = _topics(store)
+    assert topics["topic_transactions"][:2] == ("3aJOBeUFT2i-2s4EZqlyqQ", 1)
+    assert topics["__consumer_offsets"][1] == 50
+    assert topics["__consumer_offsets"][2]["cleanup.policy"] == "compact"
+    assert store.image.features["metadata.version"] == 27
+    assert store.image.next_producer_id >= 1000
+    # partitions were led up to epoch 10+ by Kafka: Odradek continues above that
+    assert store.partition_leader_epoch() >= 10
+    assert store.allocate_producer_ids() >= 1000
+    store.close()
+
+
+def _write_kafka_like_log(path: Path, records: list[tuple[str, object]]) -> None:
+    md = MetadataLog.open(path)
+    md.become_leader(1, 1, 1)
+    md.append([("FeatureLevelRecord", new_record("FeatureLevelRecord", name="metadata.version",
+                                                  feature_level=27))], 1, 2)
+    md.append(records, 1, 3)
+    md.close()
+
+
+def test_refuses_replicas_on_other_brokers(tmp_path: Path) -> None:
+    tid = random_uuid()
+    _write_kafka_like_log(tmp_path, [
+        ("TopicRecord", new_record("TopicRecord", name="spread", topic_id=tid)),
+        ("PartitionRecord", new_record("PartitionRecord", partition_id=0, topic_id=tid, replicas=[1, 2, 3],
+                                       isr=[1, 2, 3], leader=1, leader_epoch=0, partition_epoch=0,
+                                       directories=[DIR_ID, DIR_ID, DIR_ID])),
+    ])
+    with pytest.raises(UnservableMetadataError, match=r"spread-0 has replicas \[1, 2, 3\]"):
+        _store(tmp_path)
+
+
+def test_refuses_tiered_storage(tmp_path: Path) -> None:
+    tid = random_uuid()
+    _write_kafka_like_log(tmp_path, [
+        ("TopicRecord", new_record("TopicRecord", name="tiered", topic_id=tid)),
+        ("PartitionRecord", new_record("PartitionRecord", partition_id=0, topic_id=tid, replicas=[1], isr=[1],
+                                       leader=1, leader_epoch=0, partition_epoch=0, directories=[DIR_ID])),
+        ("ConfigRecord", new_record("ConfigRecord", resource_type=2, resource_name="tiered",
+                                    name="remote.storage.enable", value="true")),
+    ])
+    with pytest.raises(UnservableMetadataError, match="tiered storage"):
+        _store(tmp_path)
+
+
+def test_aborted_and_unfinished_metadata_transactions_are_dropped() -> None:
+    image = MetadataImage()
+    tid = random_uuid()
+
+    def rec(record_name: str, /, **fields: object) -> MetadataRecord:
+        return MetadataRecord(record_name, 0, new_record(record_name, **fields))
+
+    image.replay_all([
+        rec("BeginTransactionRecord", name="x"),
+        rec("TopicRecord", name="aborted", topic_id=tid),
+        rec("AbortTransactionRecord", reason="test"),
+        rec("BeginTransactionRecord", name="y"),
+        rec("TopicRecord", name="committed", topic_id=tid),
+        rec("EndTransactionRecord"),
+        rec("BeginTransactionRecord", name="z"),
+        rec("TopicRecord", name="unfinished", topic_id=random_uuid()),
+    ])
+    image.finish()
+    assert sorted(image.topic_ids) == ["committed"]
