@@ -134,9 +134,14 @@ def odradek_broker(_module_factory: _Factory) -> OdradekBroker:
     scope="module",
     params=[pytest.param("kafka", marks=pytest.mark.oracle), "odradek"],
 )
-def any_broker(request: pytest.FixtureRequest, _module_factory: _Factory) -> BrokerProcess:
-    """Module-scoped broker of each kind in turn: the same scenario runs against Kafka and Odradek."""
-    return _module_factory(request.param)
+def any_broker(request: pytest.FixtureRequest) -> BrokerProcess:
+    """``kafka_broker``, then ``odradek_broker``: the same scenario runs against Kafka and Odradek.
+
+    It hands out the module's shared brokers, so a module that also uses ``kafka_broker`` or
+    ``odradek_broker`` starts no extra one. Tests see ``request.param`` in their id
+    (``test_x[kafka]``, ``test_x[odradek]``).
+    """
+    return request.getfixturevalue(f"{request.param}_broker")
 
 
 @pytest.fixture(scope="session")

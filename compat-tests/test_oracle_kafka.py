@@ -13,6 +13,7 @@ import sys
 import time
 from pathlib import Path
 
+import kafka_oracle
 import pytest
 from kafka_oracle import (
     CLUSTER_ID,
@@ -21,6 +22,7 @@ from kafka_oracle import (
     JavaClientError,
     KafkaBroker,
     metadata_broker_count,
+    require_tool,
 )
 from odradek_broker import OdradekBroker
 
@@ -209,6 +211,34 @@ def test_kafka_clean_stop_and_restart(kafka_broker_factory, version: str) -> Non
     assert not broker.running
     assert not (broker.log_dir / ".kafka_cleanshutdown").exists()
     print(f"kafka {version}: start {first_start:.1f}s, restart {broker.last_start_seconds:.1f}s")
+
+
+def test_same_scenario_on_both_brokers(any_broker, java_client) -> None:
+    """``any_broker`` runs this once on Kafka, once on Odradek: the Java client sees the same thing."""
+    client: JavaClient = java_client(any_broker)
+    topic = "both-brokers"
+    client.create_topic(topic, partitions=2)
+    summary = client.produce(topic, 10, partition=1, headers={"n": "%d"})
+    assert [a["offset"] for a in summary["acks"]] == list(range(10))
+    records = client.consume(topic, partitions=[1], max_records=10)
+    assert [(r.offset, r.key, r.headers) for r in records] == [
+        (i, f"key-{i}".encode(), [("n", str(i).encode())]) for i in range(10)
+    ]
+    assert client.list_offsets(topic, "latest") == {
+        0: {"offset": 0, "timestamp": -1, "leader_epoch": 0},
+        1: {"offset": 10, "timestamp": -1, "leader_epoch": 0},
+    }
+
+
+def test_require_tool_skips_locally_and_fails_in_ci(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+    """A missing oracle tool skips a test on a laptop but fails it under CI=true."""
+    monkeypatch.setattr(kafka_oracle, "CACHE_DIR", tmp_path)  # an empty cache: no classpath files
+    monkeypatch.setenv("CI", "")
+    with pytest.raises(pytest.skip.Exception, match="ORACLE TOOL MISSING: kafka-9.9.9"):
+        require_tool("kafka-9.9.9")
+    monkeypatch.setenv("CI", "true")
+    with pytest.raises(pytest.fail.Exception, match="ORACLE TOOL MISSING: kafka-9.9.9"):
+        require_tool("kafka-9.9.9")
 
 
 def _fake_server_command(tmp_path: Path) -> list[str]:
