@@ -745,7 +745,12 @@ class _Compiler:
             if t == "string":
                 return self.write_string(v, ind, out, c, self.nullable(f), f.attr)
             if t == "bytes":
-                return [f"{ind}_wb({out}, {v}, {c})"]
+                if self.nullable(f):
+                    return [f"{ind}_wb({out}, {v}, {c})"]
+                x = self.fresh("y")
+                return [f"{ind}{x} = {v}", f"{ind}if {x} is None:",
+                        f"{ind}    raise ValueError('{f.attr} is not nullable at version {self.v}')",
+                        f"{ind}_wb({out}, {x}, {c})"]
             if t == "uuid":
                 return [f"{ind}{out} += {v}._bytes"]
             if t == "records":
@@ -761,7 +766,11 @@ class _Compiler:
             return call
         x = self.fresh("a")
         ind2 = ind + "    "
-        L = [f"{ind}{x} = {v}", f"{ind}if {x} is None:", f"{ind}    _wal({out}, None, {c})", f"{ind}else:"]
+        if self.nullable(f):
+            null = f"{ind}    _wal({out}, None, {c})"
+        else:
+            null = f"{ind}    raise ValueError('{f.attr} is not nullable at version {self.v}')"
+        L = [f"{ind}{x} = {v}", f"{ind}if {x} is None:", null, f"{ind}else:"]
         if c:
             k = self.fresh("k")
             L += [f"{ind2}{k} = len({x})", f"{ind2}if {k} < 127:", f"{ind2}    {out}.append({k} + 1)",

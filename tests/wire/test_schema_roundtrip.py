@@ -5,6 +5,7 @@ from __future__ import annotations
 import struct
 
 import pytest
+
 from odradek.wire.messages import (
     ApiVersionsRequest,
     ConsumerGroupHeartbeatResponse,
@@ -168,3 +169,18 @@ def test_records_decode_is_zero_copy_view() -> None:
     rec = obj.topic_data[0].partition_data[0].records
     assert isinstance(rec, memoryview) and rec.obj is frame
     assert bytes(rec) == b"R" * 100
+
+
+def test_null_in_non_nullable_field_is_refused() -> None:
+    from odradek.wire.messages import JoinGroupResponse, MetadataResponse
+
+    with pytest.raises(ValueError):
+        codec("MetadataResponse", 0).encode_bytes(MetadataResponse(brokers=None))
+    with pytest.raises(ValueError):  # topics only became nullable in v1
+        codec("MetadataRequest", 0).encode_bytes(MetadataRequest(topics=None))
+    assert codec("MetadataRequest", 1).encode_bytes(MetadataRequest(topics=None)) == b"\xff\xff\xff\xff"
+    with pytest.raises(ValueError):
+        codec("JoinGroupResponse", 0).encode_bytes(JoinGroupResponse(member_id=None))
+    member = JoinGroupResponse.JoinGroupResponseMember(member_id="m", metadata=None)
+    with pytest.raises(ValueError):
+        codec("JoinGroupResponse", 0).encode_bytes(JoinGroupResponse(members=[member]))
