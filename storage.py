@@ -126,8 +126,10 @@ def open_metadata_store(config: BrokerConfig, now_ms: Callable[[], int] | None =
     """The metadata store over `metadata.log.dir`; call `start()` after the log manager has locked the dirs."""
     clock = now_ms or (lambda: time.time_ns() // 1_000_000)
     store = MetadataStore(metadata_log_dir(config), config.node_id, directory_ids(config), clock)
+    # the broker registration lists broker listeners only, as Kafka's does
+    controller_names = {str(n).upper() for n in config.get("controller.listener.names") or []}
     store.listeners = [(lst.name, lst.advertised_host, lst.port, _protocol_of(config, lst.name))
-                       for lst in config.advertised_listeners]
+                       for lst in config.advertised_listeners if lst.name.upper() not in controller_names]
     return store
 
 

@@ -17,6 +17,7 @@ from pathlib import Path
 import pytest
 from kafka import KafkaConsumer, KafkaProducer, OffsetAndMetadata, TopicPartition
 from kafka.admin import ConfigResource, ConfigResourceType, KafkaAdminClient, NewPartitions, NewTopic
+
 from odradek.kraft.log import MetadataLog
 from odradek.kraft.quorum_state import QuorumState
 from odradek.logstore.metadata_files import MetaProperties
@@ -278,3 +279,29 @@ def test_cross_start_odradek_kafka_odradek(odradek_broker_factory, kafka_broker_
     meta = producer.send("from-kafka", key=b"again", value=b"odradek-again", partition=0).get(15)
     producer.close()
     assert meta.offset == 3
+
+
+# ---------------------------------------------------------------------------------- 4 (Kafka's own tools)
+
+def test_kafka_dump_log_decodes_odradek_metadata(odradek_broker_factory, dump_log_segments_tool) -> None:
+    broker = odradek_broker_factory()
+    admin = KafkaAdminClient(bootstrap_servers=broker.bootstrap)
+    admin.create_topics([NewTopic("decoded", 2, 1, topic_configs={"retention.ms": "60000"})])
+    admin.delete_topics(["decoded"])
+    admin.close()
+    producer = KafkaProducer(bootstrap_servers=broker.bootstrap, enable_idempotence=True)
+    producer.send("other", value=b"x").get(15)
+    producer.close()
+    assert broker.stop() == 0
+    meta_dir = broker.log_dir / "__cluster_metadata-0"
+    out, err, rc = dump_log_segments_tool(
+        [broker.log_dir / "bootstrap.checkpoint", *sorted(meta_dir.glob("*.log"))],
+        "--cluster-metadata-decoder")
+    assert rc == 0, err
+    assert "Exception" not in out + err and "Error" not in err
+    for record_type in ("FEATURE_LEVEL_RECORD", "TOPIC_RECORD", "PARTITION_RECORD", "CONFIG_RECORD",
+                        "REMOVE_TOPIC_RECORD", "REGISTER_BROKER_RECORD", "PRODUCER_IDS_RECORD",
+                        "BEGIN_TRANSACTION_RECORD", "END_TRANSACTION_RECORD"):
+        assert f'"type":"{record_type}"' in out, record_type
+    assert "LeaderChange" in out
+    assert "KRaft bootstrap snapshot" in out or "SnapshotHeader" in out
