@@ -1,0 +1,115 @@
+"""A minimal broker for coordinator tests: real partition logs in a temp dir, trio with a mock clock."""
+
+from __future__ import annotations
+
+from collections.abc import Awaitable, Callable
+from pathlib import Path
+from typing import Any
+
+import trio
+import trio.testing
+
+from odradek.cluster_metadata import Topic, random_uuid
+from odradek.config import BrokerConfig
+from odradek.group_coordinator import GroupCoordinator
+from odradek.logstore.config import LogConfig
+from odradek.logstore.partition_log import PartitionLog
+
+CONSUMER_OFFSETS = "__consumer_offsets"
+
+
+class FakeMetadata:
+    """Just enough of ClusterMetadata: topics by name and id, creation opens logs."""
+
+    def __init__(self, broker: FakeBroker) -> None:
+        self.broker = broker
+        self.topics: dict[str, Topic] = {}
+
+    def get(self, name: str) -> Topic | None:
+        return self.topics.get(name)
+
+    def by_id(self, topic_id: Any) -> Topic | None:
+        return next((t for t in self.topics.values() if t.topic_id == topic_id), None)
+
+    def create_topic(self, name: str, partitions: int, configs: dict[str, str]) -> Topic:
+        topic = Topic(name, random_uuid(), partitions, dict(configs))
+        self.topics[name] = topic
+        for index in range(partitions):
+            self.broker.open_log(name, index, configs)
+        return topic
+
+
+class FakeBroker:
+    """Config, topic metadata and partition logs under `root`; reopenable (a restart)."""
+
+    def __init__(self, root: Path, **overrides: object) -> None:
+        props = {"group.initial.rebalance.delay.ms": "0", "group.min.session.timeout.ms": "100",
+                 "offsets.topic.num.partitions": "3"}
+        props.update({k: str(v) for k, v in overrides.items()})
+        self.root = root
+        self.config = BrokerConfig(props)
+        self.metadata = FakeMetadata(self)
+        self.leader_epoch = 0
+        self.coordinators: dict[str, Any] = {}
+        self.logs: dict[tuple[str, int], PartitionLog] = {}
+        self.appends = 0
+
+    def open_log(self, name: str, index: int, configs: dict[str, str]) -> PartitionLog:
+        plog = PartitionLog.open(self.root / f"{name}-{index}", LogConfig.from_props(configs))
+        self.logs[(name, index)] = plog
+        return plog
+
+    def partition_log(self, topic: str, partition: int) -> PartitionLog | None:
+        return self.logs.get((topic, partition))
+
+    def notify_appended(self) -> None:
+        self.appends += 1
+
+    def restarted(self) -> FakeBroker:
+        """Close the logs and open everything again from disk, like a broker restart."""
+        for plog in self.logs.values():
+            plog.close()
+        again = FakeBroker(self.root, **{k: v for k, v in self.config.raw.items()})
+        for name, topic in self.metadata.topics.items():
+            again.metadata.topics[name] = topic
+            for index in range(topic.partitions):
+                again.open_log(name, index, topic.configs)
+        return again
+
+
+def run_with_coordinator(broker: FakeBroker | None, test: Callable[[GroupCoordinator], Awaitable[None]],
+                         **config: object) -> GroupCoordinator:
+    """Run `test(coordinator)` under trio with an autojumping clock and the coordinator's timers."""
+    coordinator = GroupCoordinator(broker, None if broker is not None else BrokerConfig(
+        {"group.initial.rebalance.delay.ms": "0", "group.min.session.timeout.ms": "100",
+         **{k: str(v) for k, v in config.items()}}))
+
+    async def main() -> None:
+        await coordinator.startup()
+        async with trio.open_nursery() as nursery:
+            nursery.start_soon(coordinator.run)
+            await test(coordinator)
+            nursery.cancel_scope.cancel()
+        await coordinator.shutdown()
+
+    trio.run(main, clock=trio.testing.MockClock(autojump_threshold=0))
+    return coordinator
+
+
+def consumer_subscription(*topics: str) -> bytes:
+    """ConsumerProtocolSubscription v0 bytes for the topics."""
+    from odradek.wire.schema import codec, message_class
+
+    cls = message_class("ConsumerProtocolSubscription")
+    return b"\x00\x00" + codec("ConsumerProtocolSubscription", 0).encode_bytes(cls(topics=list(topics), user_data=None))
+
+
+def join_kwargs(**kwargs: object) -> dict[str, object]:
+    """JoinGroup arguments with test defaults."""
+    base: dict[str, object] = dict(
+        group_id="g", member_id="", group_instance_id=None, client_id="client", client_host="/127.0.0.1",
+        session_timeout_ms=1000, rebalance_timeout_ms=2000, protocol_type="consumer",
+        protocols=[("range", consumer_subscription("t"))], require_known_member_id=True,
+    )
+    base.update(kwargs)
+    return base

@@ -1,0 +1,94 @@
+"""KIP-848: server-side assignors and the reconciliation of consumer group members."""
+
+from __future__ import annotations
+
+from groups_testutil import run_with_coordinator
+
+from odradek.group_coordinator.assignors import range_assign, uniform_assign
+from odradek.group_coordinator.consumer import ConsumerGroup
+from odradek.wire.errors import ErrorCode as E
+
+
+def test_uniform_assignor_balances_and_sticks():
+    subs = {"a": {"t"}, "b": {"t"}}
+    first = uniform_assign(subs, {"t": 6})
+    assert sorted(len(first[m]["t"]) for m in first) == [3, 3]
+    assert first["a"]["t"] | first["b"]["t"] == set(range(6))
+    second = uniform_assign({**subs, "c": {"t"}}, {"t": 6}, first)
+    assert sorted(len(second[m].get("t", ())) for m in second) == [2, 2, 2]
+    # each old member keeps two of its three partitions
+    assert len(second["a"]["t"] & first["a"]["t"]) == 2 and len(second["b"]["t"] & first["b"]["t"]) == 2
+
+
+def test_uniform_assignor_respects_subscriptions():
+    got = uniform_assign({"a": {"x"}, "b": {"x", "y"}}, {"x": 2, "y": 2})
+    assert "y" not in got["a"]
+    assert sum(len(ps) for m in got.values() for ps in m.values()) == 4
+
+
+def test_range_assignor_gives_contiguous_ranges_first_members_get_more():
+    got = range_assign({"b": {"t"}, "a": {"t"}, "c": {"t"}}, {"t": 7})
+    assert got == {"a": {"t": {0, 1, 2}}, "b": {"t": {3, 4}}, "c": {"t": {5, 6}}}
+
+
+class _Topics:
+    def __init__(self, counts):
+        self.counts = counts
+
+    def __call__(self, name):
+        return self.counts.get(name)
+
+
+def test_second_member_only_gets_partitions_after_the_first_revokes_them():
+    async def scenario(c):
+        c.topic_partition_count = _Topics({"t": 4})
+        hb = c.consumer_group_heartbeat
+
+        def beat(member, epoch, owned=None, topics=None):
+            return hb(group_id="cg", api_version=1, member_id=member, member_epoch=epoch, instance_id=None,
+                      rack_id=None, rebalance_timeout_ms=5000, subscribed_topic_names=topics,
+                      subscribed_topic_regex=None, server_assignor=None, owned=owned, client_id="c",
+                      client_host="/h")
+
+        a = beat("A", 0, topics=["t"])
+        assert a.error == E.NONE and a.member_epoch == 1 and a.assignment == {"t": {0, 1, 2, 3}}
+        b = beat("B", 0, topics=["t"])
+        assert b.member_epoch == 2 and b.assignment == {}  # everything is still owned by A
+        group = c.groups["cg"]
+        assert isinstance(group, ConsumerGroup) and group.state_name() == "Reconciling"
+        a = beat("A", 1, owned={"t": {0, 1, 2, 3}})
+        assert a.member_epoch == 1 and a.assignment == {"t": {0, 1}}  # revoke first, epoch stays
+        a = beat("A", 1, owned={"t": {0, 1}})  # revocation acknowledged
+        assert a.member_epoch == 2
+        b = beat("B", 2, owned={})
+        assert b.assignment == {"t": {2, 3}} and group.state_name() == "Stable"
+        assert beat("B", 7).error == E.FENCED_MEMBER_EPOCH
+        assert beat("Z", 3).error == E.UNKNOWN_MEMBER_ID
+        left = beat("A", -1)
+        assert left.member_epoch == -1 and "A" not in group.members
+        b = beat("B", 2, owned={"t": {2, 3}})
+        assert b.member_epoch == 3 and b.assignment == {"t": {0, 1, 2, 3}}
+
+    run_with_coordinator(None, scenario)
+
+
+def test_consumer_group_session_expiry_moves_partitions():
+    async def scenario(c):
+        import trio
+
+        c.topic_partition_count = _Topics({"t": 2})
+
+        def beat(member, epoch, owned=None, topics=None):
+            return c.consumer_group_heartbeat(
+                group_id="cg", api_version=1, member_id=member, member_epoch=epoch, instance_id=None, rack_id=None,
+                rebalance_timeout_ms=5000, subscribed_topic_names=topics, subscribed_topic_regex=None,
+                server_assignor="range", owned=owned, client_id="c", client_host="/h")
+
+        beat("A", 0, topics=["t"])
+        beat("B", 0, topics=["t"])
+        group = c.groups["cg"]
+        assert group.assignor_name == "range"
+        await trio.sleep(46)  # the default group.consumer.session.timeout.ms is 45 s
+        assert group.members == {}
+
+    run_with_coordinator(None, scenario)

@@ -1,0 +1,138 @@
+"""The coordinator writes its state to __consumer_offsets and loads it back after a restart;
+tombstones delete; offsets of empty groups expire after offsets.retention.minutes."""
+
+from __future__ import annotations
+
+import pytest
+from groups_testutil import CONSUMER_OFFSETS, FakeBroker, join_kwargs, run_with_coordinator
+
+from odradek.group_coordinator import records as rec
+from odradek.group_coordinator.classic import GroupError, GroupState
+from odradek.wire.errors import ErrorCode as E
+from odradek.wire.records import iter_batches
+
+
+def _all_records(broker: FakeBroker):
+    out = []
+    for (topic, _), plog in sorted(broker.logs.items()):
+        if topic != CONSUMER_OFFSETS:
+            continue
+        data = b"".join(p.read_bytes() for p in sorted(plog.dir.glob("*.log")))
+        for batch in iter_batches(data):
+            for r in batch.records():
+                out.append((batch.header(), rec.decode_record(bytes(r.key), None if r.value is None else bytes(r.value))))
+    return out
+
+
+async def _stable_group(c, group_id="g"):
+    first = await c.join_group(**join_kwargs(group_id=group_id))
+    joined = await c.join_group(**join_kwargs(group_id=group_id, member_id=first.member_id))
+    await c.sync_group(group_id=group_id, generation_id=joined.generation_id, member_id=joined.member_id,
+                       group_instance_id=None, protocol_type=None, protocol_name=None,
+                       assignments={joined.member_id: b"assignment"})
+    return joined
+
+
+def test_group_and_offsets_are_reloaded_after_a_restart(tmp_path):
+    broker = FakeBroker(tmp_path)
+    broker.metadata.create_topic("t", 2, {})
+    state = {}
+
+    async def before(c):
+        joined = await _stable_group(c)
+        state["member"] = joined.member_id
+        c.commit_offsets("g", [("t", 0, 10, 3, "m0", -1), ("t", 1, 20, -1, "", -1)])
+        c.commit_offsets("g", [("t", 0, 11, 3, "m1", -1)])
+        c.commit_offsets("simple", [("t", 1, 5, -1, "", -1)])
+
+    run_with_coordinator(broker, before)
+    topic = broker.metadata.get(CONSUMER_OFFSETS)
+    assert topic.configs == {"cleanup.policy": "compact", "segment.bytes": "104857600", "compression.type": "producer"}
+    assert topic.partitions == 3
+    records = _all_records(broker)
+    kinds = [type(r).__name__ for _, r in records]
+    assert kinds.count("GroupMetadataRecord") == 1 and kinds.count("OffsetCommitRecord") == 4
+    for header, r in records:
+        expected_sequence = 0 if isinstance(r, rec.OffsetCommitRecord) else -1
+        assert (header.producer_id, header.producer_epoch, header.base_sequence) == (-1, -1, expected_sequence)
+        assert header.attributes == 0
+
+    again = broker.restarted()
+
+    async def after(c):
+        group = c.groups["g"]
+        assert group.state is GroupState.STABLE and group.generation_id == 1
+        assert list(group.members) == [state["member"]]
+        member = group.members[state["member"]]
+        assert member.assignment == b"assignment" and member.client_host == "/127.0.0.1"
+        assert group.protocol_name == "range" and group.leader_id == state["member"]
+        offsets = c.fetch_offsets("g", None)
+        assert {tp: (o.offset, o.leader_epoch, o.metadata) for tp, o in offsets.items()} == {
+            ("t", 0): (11, 3, "m1"), ("t", 1): (20, -1, "")}
+        assert c.fetch_offsets("simple", None)[("t", 1)].offset == 5
+        assert c.groups["simple"].state is GroupState.EMPTY
+        # the loaded member still heartbeats at its generation
+        assert c.heartbeat("g", 1, state["member"], None) == E.NONE
+
+    run_with_coordinator(again, after)
+
+
+def test_deleted_group_and_offsets_stay_deleted_after_restart(tmp_path):
+    broker = FakeBroker(tmp_path)
+    broker.metadata.create_topic("t", 1, {})
+
+    async def before(c):
+        c.commit_offsets("gone", [("t", 0, 10, -1, "", -1)])
+        c.commit_offsets("kept", [("t", 0, 7, -1, "", -1)])
+        c.validate_offset_commit("gone", -1, "", None, 8)
+        assert c.delete_groups(["gone"]) == {"gone": E.NONE}
+        c.commit_offsets("partly", [("t", 0, 1, -1, "", -1)])
+        c.validate_offset_commit("partly", -1, "", None, 8)
+        assert c.delete_offsets("partly", [("t", 0)]) == {("t", 0): E.NONE}
+
+    run_with_coordinator(broker, before)
+
+    async def after(c):
+        assert "gone" not in c.groups and c.fetch_offsets("gone", None) == {}
+        assert c.fetch_offsets("kept", None)[("t", 0)].offset == 7
+        assert c.fetch_offsets("partly", None) == {}
+
+    run_with_coordinator(broker.restarted(), after)
+
+
+def test_offset_delete_refuses_subscribed_topics(tmp_path):
+    broker = FakeBroker(tmp_path)
+    broker.metadata.create_topic("t", 1, {})
+    broker.metadata.create_topic("other", 1, {})
+
+    async def scenario(c):
+        await _stable_group(c)
+        c.commit_offsets("g", [("t", 0, 1, -1, "", -1), ("other", 0, 2, -1, "", -1)])
+        assert c.delete_offsets("g", [("t", 0), ("other", 0)]) == {
+            ("t", 0): E.GROUP_SUBSCRIBED_TO_TOPIC, ("other", 0): E.NONE}
+        with pytest.raises(GroupError) as err:
+            c.delete_offsets("nope", [("t", 0)])
+        assert err.value.code == E.GROUP_ID_NOT_FOUND
+
+    run_with_coordinator(broker, scenario)
+
+
+def test_offsets_of_an_empty_group_expire_after_retention(tmp_path):
+    broker = FakeBroker(tmp_path, **{"offsets.retention.minutes": "1"})
+    broker.metadata.create_topic("t", 1, {})
+    clock = {"now": 1_000_000}
+
+    async def scenario(c):
+        c._clock_ms = lambda: clock["now"]
+        c.commit_offsets("idle", [("t", 0, 3, -1, "", -1)])
+        c.validate_offset_commit("idle", -1, "", None, 8)
+        clock["now"] += 59_000
+        assert c.expire_offsets() == 0
+        clock["now"] += 2_000
+        assert c.expire_offsets() == 1
+        assert "idle" not in c.groups
+
+    run_with_coordinator(broker, scenario)
+    records = [r for _, r in _all_records(broker) if r.group == "idle"]
+    assert [type(r).__name__ for r in records] == ["OffsetCommitRecord", "OffsetCommitRecord", "GroupMetadataRecord"]
+    assert records[1].value is None and records[2].value is None
