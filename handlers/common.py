@@ -5,6 +5,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 from ..logstore import errors as log_errors
+from ..logstore import producer_state as producer_errors
 from ..wire.errors import ErrorCode
 
 if TYPE_CHECKING:
@@ -22,6 +23,11 @@ _LOG_ERROR_CODES: tuple[tuple[type[Exception], ErrorCode], ...] = (
     (log_errors.OffsetOutOfRangeError, ErrorCode.OFFSET_OUT_OF_RANGE),
     (log_errors.KafkaStorageError, ErrorCode.KAFKA_STORAGE_ERROR),
     (log_errors.LogDeletedError, ErrorCode.UNKNOWN_TOPIC_OR_PARTITION),
+    # producer checks of the produce path (Kafka's ProducerAppendInfo)
+    (producer_errors.OutOfOrderSequenceError, ErrorCode.OUT_OF_ORDER_SEQUENCE_NUMBER),
+    (producer_errors.InvalidProducerEpochError, ErrorCode.INVALID_PRODUCER_EPOCH),
+    (producer_errors.InvalidTxnStateError, ErrorCode.INVALID_TXN_STATE),
+    (producer_errors.TransactionCoordinatorFencedError, ErrorCode.TRANSACTION_COORDINATOR_FENCED),
     (OSError, ErrorCode.KAFKA_STORAGE_ERROR),
 )
 

@@ -83,6 +83,8 @@ class AppendInfo:
     num_records: int
     size_in_bytes: int
     rolled: bool = False
+    # True when the batch repeated one of the producer's last 5 and nothing was written
+    duplicate: bool = False
 
 
 @dataclass(slots=True)
@@ -542,10 +544,10 @@ class PartitionLog:
         first = last - h.last_offset_delta
         rb.set_base_offset(first)
         rb.set_partition_leader_epoch(leader_epoch)
-        return self._append_validated(view, first, last, max_ts, append_time, h, leader_epoch, now)
+        return self._append_validated(view, first, last, max_ts, append_time, h, leader_epoch, now, origin)
 
     def _append_validated(self, view: memoryview, first: int, last: int, max_ts: int, append_time: int, h,
-                          leader_epoch: int, now: int) -> AppendInfo:
+                          leader_epoch: int, now: int, origin: AppendOrigin = AppendOrigin.CLIENT) -> AppendInfo:
         size = len(view)
         rolled = False
         seg = self.segments[-1]
@@ -554,6 +556,24 @@ class PartitionLog:
                 self.roll(first, now)
                 seg = self.segments[-1]
                 rolled = True
+        except OSError as e:
+            raise KafkaStorageError(f"I/O error while appending to {self.name}: {e}") from e
+        marker = None
+        if h.producer_id >= 0:
+            # Kafka validates producer state after the roll and before the write (UnifiedLog.append):
+            # a duplicate is answered with the original offsets, a bad sequence/epoch is refused.
+            is_control = bool(h.attributes & 0x20)
+            marker = txn_marker_of(RecordBatch(view)) if is_control else None
+            dup = self.producer_state.check_append(
+                h.producer_id, h.producer_epoch, h.base_sequence, h.last_offset_delta, bool(h.attributes & 0x10),
+                is_control, from_client=origin is AppendOrigin.CLIENT,
+                marker_coordinator_epoch=marker[1] if marker is not None else None, offset=first)
+            if dup is not None:
+                log.debug("Duplicate batch of producer %d (sequences %d..%d) in %s: answering offset %d",
+                          h.producer_id, dup.first_seq, dup.last_seq, self.name, dup.first_offset)
+                return AppendInfo(dup.first_offset, dup.last_offset, dup.timestamp, dup.last_offset, -1,
+                                  self.log_start_offset, 0, 0, rolled, duplicate=True)
+        try:
             if leader_epoch >= 0:
                 self.leader_epoch_cache.assign(leader_epoch, first)
             if self._metadata_dirty and self.topic_id is not None:
@@ -566,7 +586,6 @@ class PartitionLog:
         if h.producer_id >= 0:
             psm = self.producer_state
             is_control = bool(h.attributes & 0x20)
-            marker = txn_marker_of(RecordBatch(view)) if is_control else None
             completed = psm.update_from_batch(h.producer_id, h.producer_epoch, h.base_sequence, first, last,
                                               max_ts, bool(h.attributes & 0x10), is_control, marker)
             if completed is not None:

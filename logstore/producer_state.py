@@ -1,9 +1,11 @@
 """Producer state and its `<offset>.snapshot` files (Kafka's ProducerStateManager).
 
 The file format, entry order (java.util.HashMap iteration order) and the snapshot timing (at every
-roll and at clean close, 10-byte files when there are no producers) are implemented here. The
-idempotence/transaction checks that fill the map come later; `update_from_batch` keeps the map
-shaped like Kafka's so that can be added without touching the log code.
+roll and at clean close, 10-byte files when there are no producers) are implemented here, and so are
+Kafka's per-producer checks on the produce path (ProducerAppendInfo): `check_append` looks only at a
+batch's header fields and either finds a duplicate of one of the producer's last 5 batches, raises a
+typed error (out-of-order sequence, old epoch, non-transactional write inside a transaction, zombie
+coordinator), or lets the append go on; `update_from_batch` then records the written batch.
 """
 
 from __future__ import annotations
@@ -19,6 +21,7 @@ from typing import NamedTuple
 import crc32c
 
 from . import files
+from .errors import LogStoreError
 from .java_hash import hashmap_order, long_hash
 
 log = logging.getLogger(__name__)
@@ -32,6 +35,29 @@ NO_SEQUENCE = -1
 
 class CorruptSnapshotError(Exception):
     """A producer snapshot has an unknown version, a bad CRC or a bad length."""
+
+
+class ProducerStateError(LogStoreError):
+    """Base of the produce-path producer checks (each maps to one Kafka error code)."""
+
+
+class OutOfOrderSequenceError(ProducerStateError):
+    """The batch's first sequence does not follow the producer's last one (OUT_OF_ORDER_SEQUENCE_NUMBER, 45)."""
+
+
+class InvalidProducerEpochError(ProducerStateError):
+    """The batch's producer epoch is older than the one this partition has seen (INVALID_PRODUCER_EPOCH, 47).
+
+    Kafka answers this (not PRODUCER_FENCED) on the produce path since 2.7 so that a transactional
+    producer can abort and go on."""
+
+
+class InvalidTxnStateError(ProducerStateError):
+    """A non-transactional batch from a producer with an open transaction (INVALID_TXN_STATE, 48)."""
+
+
+class TransactionCoordinatorFencedError(ProducerStateError):
+    """A transaction marker from an older coordinator epoch than the last one (TRANSACTION_COORDINATOR_FENCED, 52)."""
 
 
 @dataclass(slots=True)
@@ -72,6 +98,32 @@ class ProducerStateEntry:
     @property
     def last_data_offset(self) -> int:
         return self.batch_metadata[-1].last_offset if self.batch_metadata else -1
+
+    @property
+    def first_seq(self) -> int:
+        return self.batch_metadata[0].first_seq if self.batch_metadata else NO_SEQUENCE
+
+    def find_duplicate(self, producer_epoch: int, first_seq: int, last_seq: int) -> BatchMetadata | None:
+        """The remembered batch with exactly this epoch and sequence range, if any (a client retry)."""
+        if producer_epoch != self.producer_epoch:
+            return None
+        for b in self.batch_metadata:
+            if b.last_seq == last_seq and b.first_seq == first_seq:
+                return b
+        return None
+
+
+def in_sequence(last_seq: int, next_seq: int) -> bool:
+    """True when `next_seq` directly follows `last_seq` (sequences wrap from Int.MAX_VALUE to 0)."""
+    return next_seq == last_seq + 1 or (next_seq == 0 and last_seq == 2**31 - 1)
+
+
+def last_sequence(base_sequence: int, last_offset_delta: int) -> int:
+    """A batch's last sequence (Kafka's DefaultRecordBatch.incrementSequence: wraps at Int.MAX_VALUE)."""
+    if base_sequence < 0:
+        return NO_SEQUENCE
+    s = base_sequence + last_offset_delta
+    return s - 2**31 if s > 2**31 - 1 else s
 
 
 def write_snapshot(path: Path, entries: list[ProducerStateEntry], sync: bool = False) -> None:
@@ -172,11 +224,66 @@ class ProducerStateManager:
         return hashmap_order(list(self.producers.values()), lambda e: long_hash(e.producer_id),
                              max_size_ever=self._max_size_ever)
 
+    def check_append(self, producer_id: int, producer_epoch: int, base_sequence: int, last_offset_delta: int,
+                     is_transactional: bool, is_control: bool, *, from_client: bool = True,
+                     marker_coordinator_epoch: int | None = None, offset: int = -1) -> BatchMetadata | None:
+        """Kafka's produce-path producer checks for one batch, from its header only.
+
+        Returns the remembered batch when this one is a duplicate (a client retry of one of the
+        producer's last 5 batches: same epoch and sequence range), meaning "answer with its offsets and
+        append nothing". Otherwise raises OutOfOrderSequenceError, InvalidProducerEpochError,
+        InvalidTxnStateError or TransactionCoordinatorFencedError, or returns None (go ahead).
+        Broker-built batches (`from_client=False`: coordinator records, markers) skip the duplicate and
+        sequence checks, as Kafka's AppendOrigin.COORDINATOR does.
+        """
+        entry = self.producers.get(producer_id)
+        if entry is None:
+            # An unknown producer (new, or its state expired / was deleted with the log start):
+            # Kafka accepts any sequence since KIP-360 (no UNKNOWN_PRODUCER_ID from the produce path).
+            return None
+        last_seq = last_sequence(base_sequence, last_offset_delta)
+        if from_client and not is_control:
+            dup = entry.find_duplicate(producer_epoch, base_sequence, last_seq)
+            if dup is not None:
+                return dup
+        current_epoch = entry.producer_epoch
+        if producer_epoch < current_epoch:
+            raise InvalidProducerEpochError(
+                f"Epoch of producer {producer_id} at offset {offset} in {self.dir.name} is {producer_epoch}, "
+                f"which is smaller than the last seen epoch {current_epoch}")
+        if is_control:
+            if marker_coordinator_epoch is not None and entry.coordinator_epoch > marker_coordinator_epoch:
+                raise TransactionCoordinatorFencedError(
+                    f"Invalid coordinator epoch for producerId {producer_id} at offset {offset} in "
+                    f"{self.dir.name}: {marker_coordinator_epoch} (zombie), {entry.coordinator_epoch} (current)")
+            return None
+        if from_client:
+            if producer_epoch != current_epoch:
+                # A new epoch must start at sequence 0 (unless the entry never had an epoch).
+                if base_sequence != 0 and current_epoch != -1:
+                    raise OutOfOrderSequenceError(
+                        f"Invalid sequence number for new epoch of producer {producer_id} at offset {offset} in "
+                        f"partition {self.dir.name}: {producer_epoch} (request epoch), {base_sequence} "
+                        f"(seq. number), {current_epoch} (current producer epoch)")
+            else:
+                current_last = entry.last_seq
+                if current_epoch != -1 and not in_sequence(current_last, base_sequence):
+                    raise OutOfOrderSequenceError(
+                        f"Out of order sequence number for producer {producer_id} at offset {offset} in "
+                        f"partition {self.dir.name}: {base_sequence} (incoming seq. number), {current_last} "
+                        "(current end sequence number)")
+        if entry.current_txn_first_offset is not None and not is_transactional:
+            raise InvalidTxnStateError(
+                f"Expected transactional write from producer {producer_id} at offset {offset} in partition "
+                f"{self.dir.name}")
+        return None
+
     def update_from_batch(self, producer_id: int, producer_epoch: int, base_sequence: int,
                           first_offset: int, last_offset: int, max_timestamp: int,
                           is_transactional: bool, is_control: bool,
                           marker: tuple[bool, int] | None = None) -> CompletedTxn | None:
-        """Record a batch of an idempotent/transactional producer (no sequence/epoch validation yet).
+        """Record a written batch of an idempotent/transactional producer (validated by `check_append`
+        on the produce path; recovery replays the log without checks, as Kafka does).
 
         For a transaction marker pass `marker=(is_abort, coordinator_epoch)`; the transaction it ends
         is returned so the caller can compute the LSO and update the `.txnindex`.
@@ -201,7 +308,7 @@ class ProducerStateManager:
             entry.current_txn_first_offset = None
             return completed
         delta = last_offset - first_offset
-        last_seq = NO_SEQUENCE if base_sequence < 0 else (base_sequence + delta) % 2**31
+        last_seq = last_sequence(base_sequence, delta)
         entry.batch_metadata.append(BatchMetadata(last_seq, last_offset, delta, max_timestamp))
         if is_transactional and entry.current_txn_first_offset is None:
             entry.current_txn_first_offset = first_offset
