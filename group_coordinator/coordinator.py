@@ -23,6 +23,7 @@ from typing import TYPE_CHECKING, Any
 import trio
 
 from ..config import BROKER_CONFIGS
+from ..handlers.common import error_code_for
 from ..wire.errors import ErrorCode
 from ..wire.records import iter_batches
 from . import records as rec
@@ -53,6 +54,10 @@ _EXTRA_DEFAULTS = {
 
 #: Timer resolution of the background task (seconds).
 TICK_S = 0.02
+
+#: How long a new member's JoinGroup may wait (Kafka's NewMemberJoinTimeoutMs): it has no member
+#: id to heartbeat with yet, so its session timeout cannot apply.
+NEW_MEMBER_JOIN_TIMEOUT_MS = 300_000
 
 
 def _now_ms() -> int:
@@ -181,7 +186,7 @@ class GroupCoordinator:
             partition_log.append_as_coordinator(batch, broker.leader_epoch, self.now_ms())
         except Exception as exc:  # a failed write must not change the in-memory state
             log.exception("Writing group %s to %s failed", group_id, rec.OFFSETS_TOPIC)
-            raise GroupError(ErrorCode.UNKNOWN_SERVER_ERROR, str(exc)) from exc
+            raise GroupError(_append_error(error_code_for(exc)), str(exc)) from exc
         broker.notify_appended()
 
     def _write_group_metadata(self, group: ClassicGroup, assignments: dict[str, bytes] | None = None,
@@ -457,10 +462,11 @@ class GroupCoordinator:
             protocol_type=protocol_type, protocols=list(protocols), is_new=True,
         )
         member.join_event = trio.Event()
-        group.add_member(member)
-        if group.initial_delay_until is not None:
+        # Only the first rebalance (generation 0) keeps extending the initial delay.
+        if group.is_in(GroupState.PREPARING_REBALANCE) and group.generation_id == 0:
             group.new_member_added = True
-        self._heartbeat(member)
+        group.add_member(member)
+        member.heartbeat_deadline = self.monotonic() + NEW_MEMBER_JOIN_TIMEOUT_MS / 1000
         self._maybe_prepare_rebalance(group, reason)
         return member
 
@@ -670,19 +676,18 @@ class GroupCoordinator:
               protocol_type: str | None, protocol_name: str | None,
               assignments: dict[str, bytes]) -> ClassicMember | SyncResult:
         self._check_active()
+        if not group_id:
+            raise GroupError(ErrorCode.INVALID_GROUP_ID)
         group = self._classic(group_id)
-        if group is None:
+        if group is None or group.is_in(GroupState.EMPTY):
             raise GroupError(ErrorCode.UNKNOWN_MEMBER_ID)
         if group.is_in(GroupState.DEAD):
             raise GroupError(ErrorCode.COORDINATOR_NOT_AVAILABLE)
         member = self._validate_member(group, member_id, instance_id)
         if generation_id != group.generation_id:
             raise GroupError(ErrorCode.ILLEGAL_GENERATION)
-        if (protocol_type is not None and protocol_type != group.protocol_type) or (
-                protocol_name is not None and protocol_name != group.protocol_name):
+        if _inconsistent(protocol_type, group.protocol_type) or _inconsistent(protocol_name, group.protocol_name):
             raise GroupError(ErrorCode.INCONSISTENT_GROUP_PROTOCOL)
-        if group.is_in(GroupState.EMPTY):
-            raise GroupError(ErrorCode.UNKNOWN_MEMBER_ID)
         if group.is_in(GroupState.PREPARING_REBALANCE):
             raise GroupError(ErrorCode.REBALANCE_IN_PROGRESS)
         self._heartbeat(member)
@@ -720,6 +725,8 @@ class GroupCoordinator:
         """Heartbeat: keeps the member's session alive and tells it whether a rebalance is on."""
         try:
             self._check_active()
+            if not group_id:
+                raise GroupError(ErrorCode.INVALID_GROUP_ID)
             group = self.groups.get(group_id)
             if group is None or isinstance(group, ConsumerGroup):
                 raise GroupError(ErrorCode.UNKNOWN_MEMBER_ID)
@@ -741,9 +748,12 @@ class GroupCoordinator:
         """LeaveGroup (batched since v3): top-level error and one error per (member id, instance id)."""
         try:
             self._check_active()
+            if not group_id:
+                raise GroupError(ErrorCode.INVALID_GROUP_ID)
             group = self.groups.get(group_id)
             if group is None or isinstance(group, ConsumerGroup):
-                raise GroupError(ErrorCode.UNKNOWN_MEMBER_ID)
+                # Kafka answers an unknown group member by member.
+                return ErrorCode.NONE, [ErrorCode.UNKNOWN_MEMBER_ID] * len(members)
             if group.is_in(GroupState.DEAD):
                 raise GroupError(ErrorCode.COORDINATOR_NOT_AVAILABLE)
         except GroupError as exc:
@@ -781,9 +791,10 @@ class GroupCoordinator:
         self._check_active()
         group = self.groups.get(group_id)
         if group is None:
-            if generation_id >= 0 or member_id or instance_id is not None:
-                # Only a simple consumer (no generation) may create a group by committing.
-                raise GroupError(ErrorCode.ILLEGAL_GENERATION if generation_id >= 0 else ErrorCode.UNKNOWN_MEMBER_ID)
+            if generation_id >= 0:
+                # A generation for a group that does not exist: from v9 on Kafka says so plainly.
+                raise GroupError(ErrorCode.GROUP_ID_NOT_FOUND if api_version >= 9 else ErrorCode.ILLEGAL_GENERATION)
+            # The admin client or a consumer without group management: a simple group is created.
             group = self.groups[group_id] = ClassicGroup(group_id)
             return group
         if isinstance(group, ConsumerGroup):
@@ -791,6 +802,8 @@ class GroupCoordinator:
             return group
         if group.is_in(GroupState.DEAD):
             raise GroupError(ErrorCode.COORDINATOR_NOT_AVAILABLE)
+        if generation_id < 0 and group.is_in(GroupState.EMPTY):
+            return group
         if generation_id >= 0 or member_id or instance_id is not None:
             member = self._validate_member(group, member_id, instance_id)
             if generation_id != group.generation_id:
@@ -1020,6 +1033,22 @@ class GroupCoordinator:
                 continue
             for tp in gone:
                 del stored[tp]
+
+
+def _append_error(code: ErrorCode) -> ErrorCode:
+    """The error a client sees when the coordinator's write fails (Kafka's mapping)."""
+    if code in (ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, ErrorCode.NOT_ENOUGH_REPLICAS, ErrorCode.REQUEST_TIMED_OUT):
+        return ErrorCode.COORDINATOR_NOT_AVAILABLE
+    if code in (ErrorCode.NOT_LEADER_OR_FOLLOWER, ErrorCode.KAFKA_STORAGE_ERROR):
+        return ErrorCode.NOT_COORDINATOR
+    if code in (ErrorCode.MESSAGE_TOO_LARGE, ErrorCode.RECORD_LIST_TOO_LARGE, ErrorCode.INVALID_FETCH_SIZE):
+        return ErrorCode.UNKNOWN_SERVER_ERROR
+    return code
+
+
+def _inconsistent(requested: str | None, current: str | None) -> bool:
+    """Kafka's isProtocolInconsistent: only two known, different values conflict."""
+    return requested is not None and current is not None and requested != current
 
 
 def _read_records(partition_log: Any) -> list[tuple[bytes | None, bytes | None]]:

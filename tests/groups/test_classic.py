@@ -96,7 +96,8 @@ def test_rebalance_on_new_member_and_leave_and_empty_generation():
         assert c.leave_group("g", [(a.member_id, None)]) == (E.NONE, [E.NONE])
         assert group.state is GroupState.EMPTY and group.generation_id == 3
         assert group.protocol_name is None and group.leader_id is None and group.protocol_type == "consumer"
-        assert c.leave_group("nope", [("x", None)]) == (E.UNKNOWN_MEMBER_ID, [])
+        # an unknown group: each member is unknown, the request itself is fine (Kafka 4.x)
+        assert c.leave_group("nope", [("x", None)]) == (E.NONE, [E.UNKNOWN_MEMBER_ID])
 
     run_with_coordinator(None, scenario)
 
@@ -229,6 +230,9 @@ def test_offset_commit_validation():
         with pytest.raises(GroupError) as err:
             c.validate_offset_commit("missing", 3, "m", None, 8)
         assert err.value.code == E.ILLEGAL_GENERATION
+        with pytest.raises(GroupError) as err:
+            c.validate_offset_commit("missing", 3, "m", None, 9)
+        assert err.value.code == E.GROUP_ID_NOT_FOUND
         joined = await _join_new(c)
         with pytest.raises(GroupError) as err:
             c.validate_offset_commit("g", 1, joined.member_id, None, 8)
