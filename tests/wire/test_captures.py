@@ -9,6 +9,7 @@ import json
 import os
 
 import pytest
+
 from odradek.wire.protocol import (
     decode_request,
     decode_request_header,

@@ -16,6 +16,7 @@ import pkgutil
 import uuid
 
 import pytest
+
 from odradek.wire.primitives import Uuid
 from odradek.wire.sample import sample
 from odradek.wire.schema import Struct, _in, codec, message_def

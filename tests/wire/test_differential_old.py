@@ -11,6 +11,7 @@ import importlib
 import pkgutil
 
 import pytest
+
 from odradek.wire.primitives import Uuid
 from odradek.wire.protocol import API_NAMES
 from odradek.wire.sample import sample

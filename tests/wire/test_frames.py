@@ -7,6 +7,7 @@ import struct
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
+
 from odradek.wire.errors import ProtocolError
 from odradek.wire.frames import FrameSplitter
 

@@ -8,6 +8,7 @@ import struct
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
+
 from odradek.wire import primitives as P
 from odradek.wire.errors import ProtocolError
 from odradek.wire.messages.defs import MESSAGES

@@ -5,6 +5,7 @@ from __future__ import annotations
 import struct
 
 import pytest
+
 from odradek.wire.errors import ErrorCode, ProtocolError, UnsupportedVersionError
 from odradek.wire.messages import ApiVersionsResponse, FetchResponse, MetadataRequest, ProduceRequest
 from odradek.wire.protocol import (
