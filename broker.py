@@ -55,10 +55,13 @@ class Broker:
         storage.ensure_formatted(self.config)
         self.cluster_id = storage.read_cluster_id(self.config)
         self.default_log_config = storage.default_log_config(self.config)
+        metadata_store = storage.open_metadata_store(self.config, now_ms)
+        # refuse unservable metadata before loading touches the dirs (clean-shutdown markers)
+        await trio.to_thread.run_sync(metadata_store.precheck)
         self.log_manager = storage.open_log_manager(self.config, self.topic_log_config_by_name)
         await trio.to_thread.run_sync(self.log_manager.startup)
         self._metadata_lock = storage.lock_metadata_dir(self.config)
-        self.metadata_store = storage.open_metadata_store(self.config, now_ms)
+        self.metadata_store = metadata_store
         self.metadata_store.choose_dirs = self._dirs_for_new_logs
         await trio.to_thread.run_sync(self.metadata_store.start)
         self.leader_epoch = self.metadata_store.partition_leader_epoch()
@@ -149,9 +152,9 @@ class Broker:
         partition_log.become_leader(self.leader_epoch)
         return partition_log
 
-    def _dirs_for_new_logs(self, count: int) -> list[Any]:
-        """The log dirs the next `count` new partition logs go to (the LogManager's fewest-logs rule),
-        so that PartitionRecords name the right directory id."""
+    def _dirs_for_new_logs(self, topic: str, first: int, end: int) -> list[Any]:
+        """The log dir of each partition index in [first, end): where its log is, else where the
+        LogManager will create it (fewest logs), so PartitionRecords name the right directory id."""
         dirs = list(self.config.log_dirs)
         counts = {d: 0 for d in dirs}
         for plog in self.log_manager.all_logs():
@@ -159,7 +162,11 @@ class Broker:
             if parent in counts:
                 counts[parent] += 1
         out = []
-        for _ in range(count):
+        for index in range(first, end):
+            existing = self.log_manager.get_log(topic, index)
+            if existing is not None:
+                out.append(existing.dir.parent)
+                continue
             chosen = min(dirs, key=lambda d: counts[d])
             counts[chosen] += 1
             out.append(chosen)

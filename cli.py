@@ -26,12 +26,20 @@ def _serve(args: argparse.Namespace) -> int:
     except (ConfigError, OSError) as exc:
         print(f"odradek serve: {exc}", file=sys.stderr)
         return 1
+    from .kraft.log import MetadataLogError
+    from .kraft.store import UnservableMetadataError
+    from .storage import StorageError
+
     load_handlers()
     broker = Broker(config)
     try:
         trio.run(run_broker, broker)
     except KeyboardInterrupt:
         pass
+    except (StorageError, UnservableMetadataError, MetadataLogError) as exc:
+        # the log dirs cannot be served: say why in one line, like Kafka's fatal start-up errors
+        print(f"odradek serve: {exc}", file=sys.stderr)
+        return 1
     return 0
 
 
@@ -45,6 +53,32 @@ def _storage(args: argparse.Namespace) -> int:
     from .kraft.storage_tool import main as storage_main
 
     return storage_main(args)
+
+
+# Client tools shaped like Kafka's scripts: (subcommand, module in odradek.tools, help).
+CLIENT_TOOLS = (
+    ("topics", "kafka_topics", "create, list, describe, alter or delete topics (like kafka-topics.sh)"),
+    ("console-producer", "console_producer", "send lines of standard input as records (like kafka-console-producer.sh)"),
+    ("console-consumer", "console_consumer", "print records of a topic (like kafka-console-consumer.sh)"),
+    ("consumer-groups", "consumer_groups", "list, describe and reset consumer groups (like kafka-consumer-groups.sh)"),
+    ("get-offsets", "get_offsets", "show partition offsets at a time (like kafka-get-offsets.sh)"),
+)
+
+
+def _add_client_tools(sub: argparse._SubParsersAction) -> None:
+    """One subcommand per client tool; each module has `add_arguments(parser)` and `run(args)`."""
+    import importlib
+
+    for command, module_name, help_text in CLIENT_TOOLS:
+        module = importlib.import_module(f"{__package__}.tools.{module_name}")
+        tool = sub.add_parser(
+            command,
+            help=help_text,
+            description=(module.__doc__ or help_text).strip(),
+            formatter_class=argparse.RawDescriptionHelpFormatter,
+        )
+        module.add_arguments(tool)
+        tool.set_defaults(func=module.run)
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -86,6 +120,7 @@ def build_parser() -> argparse.ArgumentParser:
         add_help=False,
     )
     dump.set_defaults(func=None, passthrough=_dump_log)
+    _add_client_tools(sub)
     return parser
 
 

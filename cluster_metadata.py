@@ -124,6 +124,9 @@ class ClusterMetadata:
                 for index in range(topic.partitions):
                     if broker.log_manager.get_log(topic.name, index) is None:
                         broker.open_partition_log(topic, index)
+            # partition dirs moved between log dirs while stopped: tell the metadata where they are
+            store.reconcile_directories({(plog.topic, plog.partition): plog.dir.parent
+                                         for plog in broker.log_manager.all_logs() if plog.topic in meta.topics})
         return meta
 
     def _add(self, topic: Topic) -> None:

@@ -27,3 +27,35 @@ def metadata_version_name(level: int) -> str:
     """Kafka's name of a metadata.version level Odradek knows (else the number)."""
     names = {27: "4.1-IV1", 26: "4.1-IV0", 25: "4.0-IV3"}
     return names.get(level, str(level))
+
+
+#: metadata.version levels where record layouts changed (Kafka's MetadataVersion).
+MV_3_4_IV0 = 8  # RegisterBrokerRecord v2 (isMigratingZkBroker)
+MV_3_6_IV1 = 13  # metadata transactions (Begin/End/AbortTransactionRecord)
+MV_3_7_IV2 = 17  # directory assignment: PartitionRecord/PartitionChangeRecord v1, RegisterBrokerRecord v3
+MV_4_0_IV1 = 23  # ELR: PartitionRecord/PartitionChangeRecord v2
+
+
+def record_versions(metadata_version: int) -> dict[str, int]:
+    """The record versions a Kafka controller writes at `metadata_version` (MetadataVersion's rules)."""
+    if metadata_version >= MV_4_0_IV1:
+        partition = 2
+    elif metadata_version >= MV_3_7_IV2:
+        partition = 1
+    else:
+        partition = 0
+    if metadata_version >= MV_3_7_IV2:
+        register = 3
+    elif metadata_version >= MV_3_4_IV0:
+        register = 2
+    else:
+        register = 1
+    return {"PartitionRecord": partition, "PartitionChangeRecord": partition, "RegisterBrokerRecord": register}
+
+
+def supports_metadata_transactions(metadata_version: int) -> bool:
+    return metadata_version >= MV_3_6_IV1
+
+
+def supports_directory_assignment(metadata_version: int) -> bool:
+    return metadata_version >= MV_3_7_IV2

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import logging
 import os
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -153,11 +153,16 @@ class MetadataLog:
         return self._append(build_batch([record], base_offset=self.log_end_offset, partition_leader_epoch=epoch,
                                         is_control=True), epoch)
 
-    def append(self, records: Sequence[tuple[str, Any]], epoch: int, now_ms: int) -> int:
-        """Append metadata records as one batch (one atomic change) and fsync; returns its base offset."""
+    def append(self, records: Sequence[tuple[str, Any]], epoch: int, now_ms: int,
+               versions: Mapping[str, int] | None = None) -> int:
+        """Append metadata records as one batch (one atomic change) and fsync; returns its base offset.
+
+        `versions` picks record versions (default: what Kafka 4.1 writes)."""
         if not records:
             return self.log_end_offset
-        recs = [SimpleRecord(value=encode_metadata_record(name, msg), key=None, timestamp=now_ms) for name, msg in records]
+        chosen = versions or {}
+        recs = [SimpleRecord(value=encode_metadata_record(name, msg, chosen.get(name)), key=None, timestamp=now_ms)
+                for name, msg in records]
         return self._append(build_batch(recs, base_offset=self.log_end_offset, partition_leader_epoch=epoch), epoch)
 
     def _append(self, batch: bytes, epoch: int) -> int:
@@ -177,6 +182,32 @@ class MetadataLog:
 def _read_file(path: Path, size: int) -> bytes:
     with open(path, "rb") as f:
         return os.pread(f.fileno(), size, 0) if size else b""
+
+
+def scan_records_read_only(metadata_log_dir: Path) -> Iterator[MetadataRecord]:
+    """The committed-looking records of a metadata log, read from its files without opening (or
+    recovering) it: the newest snapshot, then the segment batches after it, stopping at the first
+    unreadable batch. For checks that must run before the log dirs are locked and loaded."""
+    path = Path(metadata_log_dir) / METADATA_PARTITION_DIR
+    if not path.is_dir():
+        return
+    snaps = list_snapshots(path)
+    start = 0
+    if snaps:
+        start = snaps[-1].end_offset
+        yield from read_snapshot(path / snaps[-1].file_name)
+    for seg in sorted(path.glob("*.log")):
+        try:
+            for batch in iter_batches(seg.read_bytes()):
+                h = batch.header()
+                if h.attributes & 0x20 or h.base_offset + h.last_offset_delta < start:
+                    continue
+                for rec in batch.records():
+                    if rec.offset >= start and rec.value is not None:
+                        yield decode_metadata_record(rec.value)
+        except Exception as e:  # noqa: BLE001 - a torn tail ends the scan, as recovery would
+            log.debug("Stopped scanning %s: %s", seg, e)
+            return
 
 
 def metadata_log_dir_of(log_dirs: Sequence[Path], metadata_log_dir: Path | None) -> Path:

@@ -16,12 +16,18 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from ..wire.primitives import Uuid
-from .features import default_feature_levels
+from .features import (
+    METADATA_VERSION_4_1,
+    default_feature_levels,
+    record_versions,
+    supports_directory_assignment,
+    supports_metadata_transactions,
+)
 from .image import RESOURCE_TOPIC, MetadataImage, PartitionState
-from .log import MetadataLog
+from .log import METADATA_PARTITION_DIR, MetadataLog, scan_records_read_only
 from .quorum_state import QuorumState
 from .records import MetadataRecord, new_record
-from .snapshot import BOOTSTRAP_FILE, read_snapshot, read_snapshot_voters
+from .snapshot import BOOTSTRAP_FILE, SnapshotId, list_snapshots, read_snapshot, read_snapshot_voters
 
 if TYPE_CHECKING:
     from ..cluster_metadata import Topic
@@ -46,8 +52,8 @@ class MetadataStore:
     """The broker's `metadata_store`: replay at start-up, then one batch of records per metadata change.
 
     `directory_ids` maps each log dir to its `directory.id` (from meta.properties), which
-    PartitionRecords name as the partition's log dir. `choose_dirs(n)` (set by the broker)
-    says in which log dirs the next `n` new partition logs will be created.
+    PartitionRecords name as the partition's log dir. `choose_dirs(topic, first, end)` (set by
+    the broker) says in which log dir each partition index in [first, end) is or will be.
     """
 
     def __init__(self, metadata_log_dir: Path, node_id: int, directory_ids: dict[Path, Uuid],
@@ -60,16 +66,29 @@ class MetadataStore:
         self.log: MetadataLog | None = None
         self.epoch = 0
         self.broker_epoch = -1
-        self.choose_dirs: Callable[[int], list[Path]] | None = None
+        self.choose_dirs: Callable[[str, int, int], list[Path]] | None = None
         self.listeners: list[tuple[str, str, int, str]] = []
 
     # ------------------------------------------------------------------ start-up
+
+    def precheck(self) -> None:
+        """Refuse unservable metadata before anything is locked, loaded or changed on disk.
+
+        Reads the snapshot and segment files without recovering them, so a refused start leaves
+        a Kafka directory exactly as it was (clean-shutdown markers included).
+        """
+        image = MetadataImage()
+        image.replay_all(scan_records_read_only(self.metadata_log_dir))
+        image.finish()
+        md_dir = self.metadata_log_dir / METADATA_PARTITION_DIR
+        self._check_voters_in(md_dir, list_snapshots(md_dir)[-1:] or [None])
+        self._check_image(image)
 
     def start(self) -> None:
         """Open and replay the metadata log, check it can be served, then lead a new epoch."""
         self.log = MetadataLog.open(self.metadata_log_dir)
         md = self.log
-        self._check_voters(md)
+        self._check_voters_in(md.dir, [md.latest_snapshot()])
         self.image.replay_all(md.replay_records())
         self.image.finish()
         self.check_servable()
@@ -86,28 +105,31 @@ class MetadataStore:
         log.info("Metadata log %s: %d topics, leader epoch %d, broker epoch %d, end offset %d", md.dir,
                  len(self.image.topics_by_id), self.epoch, self.broker_epoch, md.log_end_offset)
 
-    def _check_voters(self, md: MetadataLog) -> None:
+    def _check_voters_in(self, md_dir: Path, snapshots: Sequence[SnapshotId | None]) -> None:
         voters: list[int] | None = None
-        state = QuorumState.read(md.dir)
+        state = QuorumState.read(md_dir)
         if state is not None and state.voters:
             voters = state.voters
-        snap = md.latest_snapshot()
+        snap = snapshots[0] if snapshots else None
         if snap is not None:
-            voters = read_snapshot_voters(md.dir / snap.file_name) or voters
+            voters = read_snapshot_voters(md_dir / snap.file_name) or voters
         if voters is not None and sorted(set(voters)) != [self.node_id]:
             raise UnservableMetadataError(
-                f"The KRaft quorum in {md.dir} has voters {sorted(set(voters))}; Odradek is a single combined node "
+                f"The KRaft quorum in {md_dir} has voters {sorted(set(voters))}; Odradek is a single combined node "
                 f"and can only continue a quorum whose only voter is node.id {self.node_id}.")
 
     def check_servable(self) -> None:
         """Refuse metadata this node cannot serve: replicas on other brokers, tiered storage."""
+        self._check_image(self.image)
+
+    def _check_image(self, image: MetadataImage) -> None:
         problems: list[str] = []
-        for topic in self.image.topics_by_id.values():
+        for topic in image.topics_by_id.values():
             for index, part in sorted(topic.partitions.items()):
                 others = sorted(set(part.replicas) - {self.node_id})
                 if others or self.node_id not in part.replicas:
                     problems.append(f"{topic.name}-{index} has replicas {part.replicas} (other brokers: {others})")
-            if self.image.topic_configs(topic.name).get(_TIERED_STORAGE_CONFIG, "false").lower() == "true":
+            if image.topic_configs(topic.name).get(_TIERED_STORAGE_CONFIG, "false").lower() == "true":
                 problems.append(f"topic {topic.name} uses tiered storage (remote.storage.enable=true)")
         if problems:
             shown = "; ".join(problems[:20]) + (f"; and {len(problems) - 20} more" if len(problems) > 20 else "")
@@ -127,6 +149,10 @@ class MetadataStore:
                       for n, v in default_feature_levels().items()]
         # metadata.version first: Kafka replays it before anything else
         levels.sort(key=lambda r: 0 if getattr(r[1], "name", "") == "metadata.version" else 1)
+        mv = next((m.feature_level for n, m in levels if getattr(m, "name", "") == "metadata.version"),
+                  METADATA_VERSION_4_1)
+        if not supports_metadata_transactions(mv):
+            return levels
         return [("BeginTransactionRecord", new_record("BeginTransactionRecord", name="Bootstrap records")),
                 *levels,
                 ("EndTransactionRecord", new_record("EndTransactionRecord"))]
@@ -144,9 +170,15 @@ class MetadataStore:
         return new_record("RegisterBrokerRecord", broker_id=self.node_id, is_migrating_zk_broker=False,
                           incarnation_id=_random_uuid(), broker_epoch=broker_epoch, end_points=endpoints,
                           features=features, rack=None, fenced=True, in_controlled_shutdown=False,
-                          log_dirs=sorted(set(self.directory_ids.values()), key=lambda u: u.bytes))
+                          log_dirs=sorted(set(self.directory_ids.values()), key=lambda u: u.bytes)
+                          if supports_directory_assignment(self.metadata_version) else [])
 
     # ------------------------------------------------------------------ appends
+
+    @property
+    def metadata_version(self) -> int:
+        """The finalized metadata.version (4.1's before the bootstrap records are in)."""
+        return self.image.features.get("metadata.version", METADATA_VERSION_4_1)
 
     def _append(self, records: Sequence[tuple[str, Any]], patch_epoch: bool = False) -> int:
         """Append records (one batch), then apply them to the image; returns the batch's base offset."""
@@ -155,7 +187,7 @@ class MetadataStore:
             # Kafka's broker epoch is the offset of the registration record itself
             for _name, msg in records:
                 msg.broker_epoch = self.log.log_end_offset
-        base = self.log.append(records, self.epoch, self.now_ms())
+        base = self.log.append(records, self.epoch, self.now_ms(), record_versions(self.metadata_version))
         for name, msg in records:
             self.image.replay(MetadataRecord(name, 0, msg))
         return base
@@ -207,8 +239,9 @@ class MetadataStore:
     def _partition_records(self, topic: Topic, first: int, end: int) -> list[tuple[str, Any]]:
         if end <= first:
             return []
-        dirs = self.choose_dirs(end - first) if self.choose_dirs is not None else []
+        dirs = self.choose_dirs(topic.name, first, end) if self.choose_dirs is not None else []
         epoch = self.partition_leader_epoch()
+        with_dirs = supports_directory_assignment(self.metadata_version)
         out = []
         for i, index in enumerate(range(first, end)):
             directory = self.directory_ids.get(Path(dirs[i])) if i < len(dirs) else None
@@ -217,8 +250,27 @@ class MetadataStore:
             out.append(("PartitionRecord", new_record(
                 "PartitionRecord", partition_id=index, topic_id=topic.topic_id, replicas=[self.node_id],
                 isr=[self.node_id], removing_replicas=[], adding_replicas=[], leader=self.node_id,
-                leader_recovery_state=0, leader_epoch=epoch, partition_epoch=0, directories=[directory])))
+                leader_recovery_state=0, leader_epoch=epoch, partition_epoch=0,
+                directories=[directory] if with_dirs else [])))
         return out
+
+    def reconcile_directories(self, locations: dict[tuple[str, int], Path]) -> int:
+        """Record where partition logs really are (a PartitionChangeRecord with `directories`, what
+        Kafka's controller writes after a broker's AssignReplicasToDirs); returns how many moved."""
+        changes: list[tuple[str, Any]] = []
+        for (name, index), path in sorted(locations.items()):
+            state = self.image.topic(name)
+            part = state.partitions.get(index) if state is not None else None
+            dir_id = self.directory_ids.get(Path(path))
+            # only where Kafka's records carry directories at all (metadata.version 3.7-IV2+)
+            if part is None or dir_id is None or not part.directories or part.directories == [dir_id]:
+                continue
+            changes.append(("PartitionChangeRecord", new_record(
+                "PartitionChangeRecord", partition_id=index, topic_id=state.topic_id, directories=[dir_id])))
+        if changes and supports_directory_assignment(self.metadata_version):
+            self._append(changes)
+            return len(changes)
+        return 0
 
     def partition_leader_epoch(self) -> int:
         """The leader epoch Odradek uses for every partition: the highest any partition has reached."""

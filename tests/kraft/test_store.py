@@ -175,3 +175,22 @@ def test_aborted_and_unfinished_metadata_transactions_are_dropped() -> None:
     ])
     image.finish()
     assert sorted(image.topic_ids) == ["committed"]
+
+
+def test_continues_a_kafka_38_log_with_its_record_versions(tmp_path: Path) -> None:
+    # 3.8 combined node, copied while running (metadata.version 20 = 3.8-IV0)
+    src = Path("/work/shared/fixtures/kafka-real/JitenPalaparthi_youtube-kafka-golang-rust@63330ef/kafka-logs")
+    data = tmp_path / "logs"
+    shutil.copytree(src, data)
+    for p in [data, *data.rglob("*")]:
+        p.chmod(p.stat().st_mode | stat.S_IWUSR)
+    store = _store(data)
+    assert store.image.features["metadata.version"] == 20 and _topics(store) == {}
+    store.record("create", Topic("new", random_uuid(), 1, {}))
+    store.close()
+    md = MetadataLog.open(data)
+    recs = list(md.replay_records())
+    md.plog.close_handlers()
+    # directory assignment exists at 3.8-IV0, ELR does not: PartitionRecord v1, RegisterBrokerRecord v3
+    assert next(r.version for r in recs if r.name == "PartitionRecord") == 1
+    assert [r.version for r in recs if r.name == "RegisterBrokerRecord"][-1] == 3
