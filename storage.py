@@ -11,6 +11,7 @@ and the other way round.
 from __future__ import annotations
 
 import logging
+import os
 import time
 from collections.abc import Callable, Mapping
 from pathlib import Path
@@ -19,12 +20,20 @@ from .cluster_metadata import random_uuid
 from .config import BrokerConfig
 from .kraft.bootstrap import read_bootstrap, write_bootstrap
 from .kraft.features import default_feature_levels
-from .kraft.log import METADATA_PARTITION_DIR, metadata_log_dir_of
+from .kraft.image import MetadataImage
+from .kraft.log import METADATA_PARTITION_DIR, METADATA_TOPIC, metadata_log_dir_of
 from .kraft.snapshot import list_snapshots
 from .kraft.store import MetadataStore
 from .logstore.config import LogConfig
+from .logstore.files import (
+    is_delete_dir,
+    is_future_dir,
+    is_stray_dir,
+    parse_partition_dir_name,
+    stray_dir_name,
+)
 from .logstore.manager import LogManager
-from .logstore.metadata_files import FileLock, MetaProperties
+from .logstore.metadata_files import FileLock, MetaProperties, PartitionMetadataFile
 from .wire.primitives import Uuid
 
 log = logging.getLogger(__name__)
@@ -131,6 +140,44 @@ def open_metadata_store(config: BrokerConfig, now_ms: Callable[[], int] | None =
     store.listeners = [(lst.name, lst.advertised_host, lst.port, _protocol_of(config, lst.name))
                        for lst in config.advertised_listeners if lst.name.upper() not in controller_names]
     return store
+
+
+def mark_stray_partition_dirs(config: BrokerConfig, image: MetadataImage) -> list[Path]:
+    """Rename partition dirs the metadata does not know to `<topic>-<p>.<uuid>-stray`, as Kafka (3.7+) does.
+
+    Only when the metadata log holds a cluster's metadata (it has a metadata.version): then a
+    partition dir outside it belongs to a deleted topic (or an older topic of the same name) and
+    must not be served. Dirs of a log dir that never had a metadata log (Odradek before the
+    metadata log existed) are adopted instead (see ClusterMetadata.load). Returns the new paths.
+    """
+    if "metadata.version" not in image.features:
+        return []
+    moved: list[Path] = []
+    for log_dir in config.log_dirs:
+        if not log_dir.is_dir():
+            continue
+        for sub in sorted(log_dir.iterdir()):
+            name = sub.name
+            if not sub.is_dir() or is_delete_dir(name) or is_stray_dir(name) or is_future_dir(name):
+                continue
+            tp = parse_partition_dir_name(name)
+            if tp is None or tp[0] == METADATA_TOPIC:
+                continue
+            topic = image.topic(tp[0])
+            known = topic is not None and tp[1] in topic.partitions
+            if known and topic is not None and (sub / "partition.metadata").exists():
+                try:
+                    known = PartitionMetadataFile(sub).read() == topic.topic_id.bytes
+                except (ValueError, KeyError, OSError):
+                    pass
+            if known:
+                continue
+            target = log_dir / stray_dir_name(tp[0], tp[1])
+            os.rename(sub, target)
+            log.warning("Partition dir %s is not in the metadata (deleted or replaced topic); renamed to %s",
+                        sub, target.name)
+            moved.append(target)
+    return moved
 
 
 def lock_metadata_dir(config: BrokerConfig) -> FileLock | None:

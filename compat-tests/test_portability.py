@@ -170,12 +170,16 @@ def test_topic_ids_and_configs_survive_restart(odradek_broker_factory) -> None:
     assert broker.stop() == 0
     names = _metadata_record_names(broker.log_dir)
     assert names.count("TopicRecord") == 3 and names.count("RemoveTopicRecord") == 1
+    # a partition dir the metadata does not know (say, of a topic deleted while its dir survived)
+    shutil.copytree(broker.log_dir / "plain-0", broker.log_dir / "ghost-0")
     broker.start()
+    assert not (broker.log_dir / "ghost-0").exists()
+    assert len(list(broker.log_dir.glob("ghost-0.*-stray"))) == 1
 
     admin = KafkaAdminClient(bootstrap_servers=broker.bootstrap)
     assert _topic_ids(admin, ["kept", "plain"]) == before_ids
     assert {t: _topic_configs(admin, t) for t in ("kept", "plain")} == before_configs
-    assert "doomed" not in set(admin.list_topics())
+    assert not {"doomed", "ghost"} & set(admin.list_topics())
     admin.close()
 
 

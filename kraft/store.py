@@ -71,11 +71,12 @@ class MetadataStore:
 
     # ------------------------------------------------------------------ start-up
 
-    def precheck(self) -> None:
+    def precheck(self) -> MetadataImage:
         """Refuse unservable metadata before anything is locked, loaded or changed on disk.
 
         Reads the snapshot and segment files without recovering them, so a refused start leaves
-        a Kafka directory exactly as it was (clean-shutdown markers included).
+        a Kafka directory exactly as it was (clean-shutdown markers included). Returns the image
+        read this way (for finding stray partition dirs before the logs are loaded).
         """
         image = MetadataImage()
         image.replay_all(scan_records_read_only(self.metadata_log_dir))
@@ -83,6 +84,7 @@ class MetadataStore:
         md_dir = self.metadata_log_dir / METADATA_PARTITION_DIR
         self._check_voters_in(md_dir, list_snapshots(md_dir)[-1:] or [None])
         self._check_image(image)
+        return image
 
     def start(self) -> None:
         """Open and replay the metadata log, check it can be served, then lead a new epoch."""
