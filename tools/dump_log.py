@@ -21,10 +21,10 @@ import struct
 import sys
 import time
 from collections.abc import Iterator
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import IO, NamedTuple
 
-from odradek.logstore.index_base import CorruptIndexError
 from odradek.logstore.offset_index import OffsetIndex
 from odradek.logstore.time_index import TimeIndex
 from odradek.wire.records import (
@@ -76,21 +76,61 @@ _CONTROL_JSON = {
 }
 
 
-class DumpOptions(NamedTuple):
+@dataclass
+class DumpOptions:
     """The parsed command line, with Kafka's implications already applied
-    (any decoder turns on print-data-log, print-data-log turns on deep iteration)."""
+    (any decoder turns on print-data-log, print-data-log turns on deep iteration).
+
+    ``--max-bytes`` and ``--max-message-size`` are converted when first used, as Kafka's lazy
+    options are (a bad value fails after the ``Dumping`` line of the first file that needs it).
+    """
 
     files: list[str]
     print_data_log: bool
     deep_iteration: bool
     verify_index_only: bool
     index_sanity_check: bool
-    max_message_size: int
-    max_bytes: int
     skip_record_metadata: bool
     decoder: str  # "offsets", "transaction", "cluster-metadata", "remote-metadata" or "classes"
     key_decoder_class: str
     value_decoder_class: str
+    raw: dict[str, list[str | None]] = field(default_factory=dict)
+
+    @property
+    def max_bytes(self) -> int:
+        """``--max-bytes`` (default Integer.MAX_VALUE)."""
+        return _int_option(self.raw, "max-bytes", INT_MAX)
+
+    @property
+    def max_message_size(self) -> int:
+        """``--max-message-size`` (default 5 MiB)."""
+        return _int_option(self.raw, "max-message-size", DEFAULT_MAX_MESSAGE_SIZE)
+
+
+def _single(raw: dict[str, list[str | None]], name: str) -> str | None:
+    values = raw.get(name)
+    if not values:
+        return None
+    if len(values) > 1:
+        raise JavaException(
+            "joptsimple.MultipleArgumentsForOptionException",
+            f"Found multiple arguments for option {name}, but you asked for only one",
+        )
+    return values[0]
+
+
+def _int_option(raw: dict[str, list[str | None]], name: str, default: int) -> int:
+    value = _single(raw, name)
+    if value is None:
+        return default
+    try:
+        return java_parse_long(value, bits=32)
+    except JavaException as e:
+        raise JavaException(
+            "joptsimple.OptionArgumentConversionException",
+            f"Cannot parse argument '{value}' of option {name}",
+            causes=[f"joptsimple.internal.ReflectionException: {e.java_text()}", e.java_text()],
+        ) from None
 
 
 # ---------------------------------------------------------------------------------------------
@@ -139,29 +179,27 @@ class UsageError(Exception):
 
 
 def parse_args(argv: list[str]) -> DumpOptions:
-    """Parse DumpLogSegments' command line (jopt-simple rules: ``--opt value``, ``--opt=value``,
-    unambiguous prefixes of long options). Raises :class:`UsageError` or :class:`JavaException`."""
-    seen: dict[str, str | None] = {}
+    """Parse DumpLogSegments' command line with jopt-simple's rules as Kafka configures them
+    (``--opt value`` or ``--opt=value``, no abbreviations, stray words ignored).
+    Raises :class:`UsageError` or :class:`JavaException`."""
+    raw: dict[str, list[str | None]] = {}
     i = 0
-    names = sorted(_FLAGS | _REQUIRED_ARG | _OPTIONAL_ARG)
     while i < len(argv):
         arg = argv[i]
         i += 1
         if arg == "--":
             break
         if not arg.startswith("-") or arg == "-":
-            continue  # non-option arguments are accepted and ignored, as jopt-simple does here
-        body = arg.lstrip("-")
-        name, eq, value = body.partition("=")
-        if name not in names:
-            matches = [n for n in names if n.startswith(name)]
-            if len(matches) != 1:
-                raise JavaException("joptsimple.UnrecognizedOptionException", f"{name} is not a recognized option")
-            name = matches[0]
+            continue
+        name, eq, value = arg.lstrip("-").partition("=")
+        if name not in _FLAGS and name not in _REQUIRED_ARG and name not in _OPTIONAL_ARG:
+            raise JavaException("joptsimple.UnrecognizedOptionException", f"{name} is not a recognized option")
         if name in _FLAGS:
             if eq:
-                raise JavaException("joptsimple.UnexpectedArgumentException", f"Option {name} does not take an argument")
-            seen[name] = None
+                raise JavaException(
+                    "joptsimple.UnexpectedArgumentException", f"Option {name} does not take an argument"
+                )
+            raw.setdefault(name, []).append(None)
         elif name in _REQUIRED_ARG:
             if not eq:
                 if i >= len(argv):
@@ -170,58 +208,46 @@ def parse_args(argv: list[str]) -> DumpOptions:
                     )
                 value = argv[i]
                 i += 1
-            seen.setdefault(name, value)
+            raw.setdefault(name, []).append(value)
         else:
             if not eq and i < len(argv) and not argv[i].startswith("-"):
                 value = argv[i]
                 i += 1
-            seen.setdefault(name, value if (eq or value) else None)
-    if not argv or "help" in seen:
+                eq = "="
+            raw.setdefault(name, []).append(value if eq else None)
+    if not argv or "help" in raw:
         raise UsageError("")
-    if "version" in seen:
+    if "version" in raw:
         raise UsageError("__version__")
-    if "files" not in seen:
+    if "files" not in raw:
         raise UsageError('Missing required argument "[files]"')
 
-    def int_opt(name: str, default: int) -> int:
-        raw = seen.get(name)
-        if raw is None:
-            return default
-        try:
-            return java_parse_long(raw, bits=32)
-        except JavaException:
-            raise JavaException(
-                "joptsimple.OptionArgumentConversionException",
-                f"Cannot parse argument '{raw}' of option {name}",
-            ) from None
-
-    if "offsets-decoder" in seen:
+    if "offsets-decoder" in raw:
         decoder = "offsets"
-    elif "transaction-log-decoder" in seen:
+    elif "transaction-log-decoder" in raw:
         decoder = "transaction"
-    elif "cluster-metadata-decoder" in seen:
+    elif "cluster-metadata-decoder" in raw:
         decoder = "cluster-metadata"
-    elif "remote-log-metadata-decoder" in seen:
+    elif "remote-log-metadata-decoder" in raw:
         decoder = "remote-metadata"
     else:
         decoder = "classes"
     print_data = bool(
         {"print-data-log", "offsets-decoder", "transaction-log-decoder", "cluster-metadata-decoder",
-         "remote-log-metadata-decoder", "value-decoder-class", "key-decoder-class"} & seen.keys()
+         "remote-log-metadata-decoder", "value-decoder-class", "key-decoder-class"} & raw.keys()
     )
-    files_arg = seen["files"] or ""
+    files_arg = _single(raw, "files") or ""
     return DumpOptions(
         files=_java_split(files_arg, ","),
         print_data_log=print_data,
-        deep_iteration=print_data or "deep-iteration" in seen,
-        verify_index_only="verify-index-only" in seen,
-        index_sanity_check="index-sanity-check" in seen,
-        max_message_size=int_opt("max-message-size", DEFAULT_MAX_MESSAGE_SIZE),
-        max_bytes=int_opt("max-bytes", INT_MAX),
-        skip_record_metadata="skip-record-metadata" in seen,
+        deep_iteration=print_data or "deep-iteration" in raw,
+        verify_index_only="verify-index-only" in raw,
+        index_sanity_check="index-sanity-check" in raw,
+        skip_record_metadata="skip-record-metadata" in raw,
         decoder=decoder,
-        key_decoder_class=seen.get("key-decoder-class") or _STRING_DECODER,
-        value_decoder_class=seen.get("value-decoder-class") or _STRING_DECODER,
+        key_decoder_class=(raw.get("key-decoder-class") or [None])[0] or _STRING_DECODER,
+        value_decoder_class=(raw.get("value-decoder-class") or [None])[0] or _STRING_DECODER,
+        raw=raw,
     )
 
 
@@ -436,10 +462,22 @@ def iter_entries(reader: LogReader, start: int, end: int, file_label: str) -> It
         pos += size
 
 
+_WIRE_RECORD_SIZE = re.compile(r"invalid record size (\d+): only (\d+) bytes are available")
+
+
 def _corrupt(e: Exception) -> JavaException:
+    """A wire.records error as the Kafka exception the tool would die with. Messages are Odradek's
+    own except where the wording of Kafka's is known for the same condition."""
+    msg = str(e)
     if isinstance(e, InvalidRecordError):
-        return JavaException("org.apache.kafka.common.InvalidRecordException", str(e))
-    return JavaException("org.apache.kafka.common.errors.CorruptRecordException", str(e))
+        m = _WIRE_RECORD_SIZE.fullmatch(msg)
+        if m:
+            msg = (
+                f"Invalid record size: expected {m.group(1)} bytes in record payload, but instead the buffer has "
+                f"only {m.group(2)} remaining bytes."
+            )
+        return JavaException("org.apache.kafka.common.InvalidRecordException", msg)
+    return JavaException("org.apache.kafka.common.errors.CorruptRecordException", msg)
 
 
 def _bool(b: bool) -> str:
@@ -687,26 +725,86 @@ def _number_part(name: str) -> str:
 
 
 def _open_index(cls: type, path: str, base: int) -> OffsetIndex | TimeIndex:
-    """Open an index read-only like Kafka's AbstractIndex (which first creates a missing file)."""
+    """Open an index read-only like Kafka's AbstractIndex.
+
+    Kafka calls ``File.createNewFile()`` even for a read-only index; for a file that did not exist
+    it then fails on the tool's max index size of -1 (leaving an empty file behind, so a second
+    run reports it as empty). Both effects are reproduced.
+    """
     if not os.path.exists(path):
         try:
-            # Kafka's AbstractIndex calls File.createNewFile() even for read-only use
-            open(path, "ab").close()
-        except OSError:
-            raise JavaException("java.io.IOException", "No such file or directory") from None
+            with open(path, "xb"):
+                pass
+        except FileExistsError:
+            pass
+        except OSError as e:
+            raise JavaException("java.io.IOException", e.strerror) from None
+        raise JavaException("java.lang.IllegalArgumentException", "Invalid max index size: -1")
     try:
         return cls(Path(path), base, writable=False)
     except OSError as e:
         raise JavaException("java.io.FileNotFoundException", f"{path} ({e.strerror})") from None
 
 
+def _sanity(index: OffsetIndex | TimeIndex, file_str: str) -> None:
+    """``OffsetIndex.sanityCheck`` / ``TimeIndex.sanityCheck`` with Kafka's messages and order."""
+    abs_path = _absolute(file_str)
+    length = index.length
+    if isinstance(index, TimeIndex):
+        if index.entries:
+            first_ts = index.entry(0)[0]
+            last_ts, last_off = index.last_entry
+            if last_ts < first_ts:
+                raise JavaException(
+                    _CORRUPT_INDEX,
+                    f"Corrupt time index found, time index file ({abs_path}) has non-zero size but the last "
+                    f"timestamp is {last_ts} which is less than the first timestamp {first_ts}",
+                )
+            if last_off < index.base_offset:
+                raise JavaException(
+                    _CORRUPT_INDEX,
+                    f"Corrupt time index found, time index file ({abs_path}) has non-zero size but the last "
+                    f"offset is {last_off} which is less than the first offset {index.base_offset}",
+                )
+        if length % 12 != 0:
+            raise JavaException(
+                _CORRUPT_INDEX,
+                f"Time index file {abs_path} is corrupt, found {length} bytes which is neither positive nor a "
+                f"multiple of 12",
+            )
+        return
+    if index.entries and index.last_offset < index.base_offset:
+        raise JavaException(
+            _CORRUPT_INDEX,
+            f"Corrupt index found, index file {abs_path} has non-zero size but the last offset is "
+            f"{index.last_offset} which is less than the base offset {index.base_offset}",
+        )
+    if length % 8 != 0:
+        raise JavaException(
+            _CORRUPT_INDEX,
+            f"Index file {abs_path} is corrupt, found {length} bytes which is neither positive nor a multiple of 8",
+        )
+
+
+_CORRUPT_INDEX = "org.apache.kafka.storage.internals.log.CorruptIndexException"
+
+
+def _file_records(reader: LogReader, log_path: str) -> str:
+    # FileRecords.toString of a whole file opened by the tool (end = Integer.MAX_VALUE)
+    return f"FileRecords(size={reader.size}, file={log_path}, start=0, end={INT_MAX})"
+
+
 def _first_batch_last_offset(reader: LogReader, position: int, size: int, file_str: str) -> int:
     """``fileRecords.slice(position, size).batches.iterator.next().lastOffset``."""
     if position < 0:
-        raise JavaException("java.lang.IllegalArgumentException", f"Invalid position: {position} in read from {file_str}")
+        raise JavaException(
+            "java.lang.IllegalArgumentException",
+            f"Invalid position: {position} in read from {_file_records(reader, file_str)}",
+        )
     if position > reader.size:
         raise JavaException(
-            "java.lang.IllegalArgumentException", f"Slice from position {position} exceeds end position of {file_str}"
+            "java.lang.IllegalArgumentException",
+            f"Slice from position {position} exceeds end position of {_file_records(reader, file_str)}",
         )
     end = reader.size if size > reader.size - position else position + size
     for entry in iter_entries(reader, position, end, file_str):
@@ -748,21 +846,6 @@ def dump_index(file_str: str, opts: DumpOptions, sums: Summaries, out: Output) -
             index.close_handler()
     finally:
         os.close(fd)
-
-
-def _sanity(index: OffsetIndex | TimeIndex, file_str: str) -> None:
-    length = index.length
-    entry_size = index.ENTRY_SIZE
-    if length % entry_size != 0:
-        raise JavaException(
-            "org.apache.kafka.storage.internals.log.CorruptIndexException",
-            f"Index file {_absolute(file_str)} is corrupt, found {length} bytes which is neither positive nor a "
-            f"multiple of {entry_size}.",
-        )
-    try:
-        index.sanity_check()
-    except CorruptIndexError as e:
-        raise JavaException("org.apache.kafka.storage.internals.log.CorruptIndexException", str(e)) from None
 
 
 def dump_time_index(file_str: str, opts: DumpOptions, sums: Summaries, out: Output) -> None:
@@ -833,18 +916,19 @@ def dump_txn_index(file_str: str, out: Output) -> None:
     java_parse_long(name[:dot] if dot >= 0 else name)
     if not os.path.exists(file_str):
         return
-    abs_path = _absolute(file_str)
     with open(file_str, "rb") as f:
         while True:
             data = f.read(_TXN_ENTRY.size)
             if len(data) < _TXN_ENTRY.size:
                 break
-            version, pid, first, last, lso = _TXN_ENTRY.unpack(data)
+            _, pid, first, last, lso = _TXN_ENTRY.unpack(data)
+            # AbortedTxn.version() reads one byte at offset 0 of the int16 field
+            version = data[0] - 256 if data[0] > 127 else data[0]
             if version > 0:
                 raise JavaException(
                     "org.apache.kafka.common.KafkaException",
-                    f"Unexpected aborted transaction version {version} in transaction index {abs_path}, "
-                    f"current version is 0",
+                    f"Unexpected aborted transaction version {version} in transaction index "
+                    f"{_absolute(file_str)}, current version is 0",
                 )
             out.line(f"version: {version} producerId: {pid} firstOffset: {first} lastOffset: {last} lastStableOffset: {lso}")
 
@@ -867,7 +951,9 @@ def run(opts: DumpOptions, out: Output, progress: Progress) -> None:
             )
         suffix = name[dot:]
         if suffix in (".log", ".checkpoint"):
+            # Kafka evaluates dumpLog's arguments first: the parser (deprecation notices), then max-bytes
             parser = make_parser(opts, out.line)
+            _ = opts.max_bytes
             dump_log(arg, file_str, opts, parser, sums, out, progress)
         elif suffix == ".index":
             dump_index(file_str, opts, sums, out)
@@ -910,6 +996,8 @@ def main(argv: list[str] | None = None) -> int:
         progress.clear()
         out.flush()
         out.err(f'Exception in thread "main" {e.java_text()}')
+        for cause in e.causes:
+            out.err(f"Caused by: {cause}")
         return 1
     except BrokenPipeError:
         # `odradek dump-log ... | head`: stop quietly; point stdout at devnull so the interpreter's

@@ -27,10 +27,12 @@ T = TypeVar("T")
 class JavaException(Exception):
     """An exception Kafka's tool would let escape from ``main`` (``Exception in thread "main" ...``)."""
 
-    def __init__(self, java_class: str, message: str | None) -> None:
+    def __init__(self, java_class: str, message: str | None, causes: list[str] | None = None) -> None:
         super().__init__(message)
         self.java_class = java_class
         self.message = message
+        #: ``Caused by: ...`` lines the JVM prints after the first one (stack frames left out)
+        self.causes = causes or []
 
     def java_text(self) -> str:
         """``Throwable.toString()``: the class name, then ``: message`` when there is one."""
@@ -68,12 +70,102 @@ def java_parse_long(s: str, bits: int = 64) -> int:
 
 
 def java_utf8(data: bytes | bytearray | memoryview) -> str:
-    """``new String(bytes, StandardCharsets.UTF_8)``: malformed input becomes U+FFFD.
+    """``new String(bytes, StandardCharsets.UTF_8)`` as the JDK (9-21) decodes it.
 
-    Python's "replace" handler substitutes per maximal invalid subpart, which is what the JDK's
-    UTF-8 decoder does too (checked against DumpLogSegments output of binary keys/values).
+    Valid UTF-8 takes the fast path. Malformed input is replaced like the JDK does, which is
+    not always Python's "replace": an encoded surrogate (``ED A0..BF xx``) is one U+FFFD in Java
+    (Python: one per byte), and so is a truncated ``ED A0..BF`` (Python: two).
     """
-    return bytes(data).decode("utf-8", "replace")
+    b = bytes(data)
+    try:
+        return b.decode("utf-8")
+    except UnicodeDecodeError:
+        return _java_utf8_slow(b)
+
+
+def _cont(x: int) -> bool:
+    return (x & 0xC0) == 0x80
+
+
+def _java_utf8_slow(src: bytes) -> str:
+    # Follows the structure of the JDK's UTF-8 String decoder: lead byte decides the length,
+    # the "malformedN" rules decide how many bytes one U+FFFD replaces.
+    out: list[str] = []
+    repl = "\ufffd"
+    sp = 0
+    sl = len(src)
+    while sp < sl:
+        b1 = src[sp]
+        sp += 1
+        if b1 < 0x80:
+            out.append(chr(b1))
+        elif (b1 >> 5) == 0b110 and (b1 & 0x1E) != 0:
+            if sp < sl:
+                b2 = src[sp]
+                sp += 1
+                if not _cont(b2):
+                    out.append(repl)
+                    sp -= 1
+                else:
+                    out.append(chr(((b1 & 0x1F) << 6) | (b2 & 0x3F)))
+                continue
+            out.append(repl)
+            break
+        elif (b1 >> 4) == 0b1110:
+            if sp + 1 < sl:
+                b2 = src[sp]
+                b3 = src[sp + 1]
+                sp += 2
+                if (b1 == 0xE0 and (b2 & 0xE0) == 0x80) or not _cont(b2) or not _cont(b3):
+                    out.append(repl)
+                    sp -= 2
+                    # malformed3: one byte if the second cannot continue this lead, else two
+                    if not ((b1 == 0xE0 and (b2 & 0xE0) == 0x80) or not _cont(b2)):
+                        sp += 1
+                else:
+                    c = ((b1 & 0x0F) << 12) | ((b2 & 0x3F) << 6) | (b3 & 0x3F)
+                    out.append(repl if 0xD800 <= c <= 0xDFFF else chr(c))
+                continue
+            if sp < sl and ((b1 == 0xE0 and (src[sp] & 0xE0) == 0x80) or not _cont(src[sp])):
+                out.append(repl)
+                continue
+            sp += 1
+            out.append(repl)
+            break
+        elif (b1 >> 3) == 0b11110:
+            if sp + 2 < sl:
+                b2, b3, b4 = src[sp], src[sp + 1], src[sp + 2]
+                sp += 3
+                uc = ((b1 & 0x07) << 18) | ((b2 & 0x3F) << 12) | ((b3 & 0x3F) << 6) | (b4 & 0x3F)
+                if not _cont(b2) or not _cont(b3) or not _cont(b4) or not 0x10000 <= uc <= 0x10FFFF:
+                    out.append(repl)
+                    sp -= 3
+                    # malformed4
+                    if b1 > 0xF4 or (b1 == 0xF0 and not 0x90 <= b2 <= 0xBF) or (b1 == 0xF4 and (b2 & 0xF0) != 0x80) \
+                            or not _cont(b2):
+                        pass
+                    elif not _cont(b3):
+                        sp += 1
+                    else:
+                        sp += 2
+                else:
+                    out.append(chr(uc))
+                continue
+            if b1 > 0xF4 or (sp < sl and _malformed4_2(b1, src[sp])):
+                out.append(repl)
+                continue
+            sp += 1
+            out.append(repl)
+            if sp < sl and not _cont(src[sp]):
+                continue
+            break
+        else:
+            out.append(repl)
+    return "".join(out)
+
+
+def _malformed4_2(b1: int, b2: int) -> bool:
+    return (b1 == 0xF0 and not 0x90 <= b2 <= 0xBF) or (b1 == 0xF4 and (b2 & 0xF0) != 0x80) or not _cont(b2)
 
 
 def _scala_improve(h: int) -> int:
