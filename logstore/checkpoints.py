@@ -106,8 +106,12 @@ ORDER_SORTED = "sorted"
 
 
 def kafka_line_order(entries: Mapping[TopicPartition, int], model: str) -> list[tuple[TopicPartition, int]]:
-    """Entries in the order Kafka's maps would write them, so files can be byte-identical."""
-    items = sorted(entries.items())
+    """Entries in the order Kafka's maps would write them, so files can be byte-identical.
+
+    `entries` must iterate in the order Kafka inserted them into its own map (log creation or
+    load order): entries that share a hash bucket keep that order.
+    """
+    items = list(entries.items())
 
     def h(item):
         return topic_partition_hash(*item[0])

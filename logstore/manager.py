@@ -124,7 +124,9 @@ class LogManager:
         except Exception as e:  # noqa: BLE001
             log.warning("Error reading log start offset checkpoint of %s (%s)", d.path, e)
             start_offsets = {}
-        for sub in sorted(d.path.iterdir()):
+        # Directory (readdir) order, like Java's File.listFiles: it decides the insertion order of
+        # Kafka's log map, which shows in the checkpoint files' line order.
+        for sub in d.path.iterdir():
             if not sub.is_dir():
                 continue
             name = sub.name
