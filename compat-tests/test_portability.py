@@ -4,6 +4,8 @@
 2. Topic ids and configs survive an Odradek restart (they live in __cluster_metadata-0).
 3. Odradek -> Kafka 4.1 -> Odradek on one directory: each broker serves everything the
    other wrote (records, topics, ids, configs, committed group offsets).
+4. Kafka's own DumpLogSegments decodes Odradek's metadata log and bootstrap.checkpoint.
+5. Kafka 3.9 -> Odradek -> Kafka 3.9 (older metadata.version, older record versions).
 """
 
 from __future__ import annotations
@@ -309,3 +311,51 @@ def test_kafka_dump_log_decodes_odradek_metadata(odradek_broker_factory, dump_lo
         assert f'"type":"{record_type}"' in out, record_type
     assert "LeaderChange" in out
     assert "KRaft bootstrap snapshot" in out or "SnapshotHeader" in out
+
+
+# ---------------------------------------------------------------------------------- 5 (older Kafka)
+
+def test_starts_on_a_kafka_39_log_dir(odradek_broker_factory, kafka_broker_factory, tmp_path) -> None:
+    data = tmp_path / "kafka-39-logs"
+    kafka = kafka_broker_factory(version="3.9.1", overrides={"log.dirs": str(data)})
+    admin = KafkaAdminClient(bootstrap_servers=kafka.bootstrap)
+    admin.create_topics([NewTopic("from-39", 2, 1, topic_configs={"retention.bytes": "1048576"})])
+    kafka_ids = _topic_ids(admin, ["from-39"])
+    admin.close()
+    producer = KafkaProducer(bootstrap_servers=kafka.bootstrap)
+    for i in range(10):
+        producer.send("from-39", value=f"v{i}".encode(), partition=i % 2)
+    producer.flush()
+    producer.close()
+    kafka.stop()
+
+    odradek = odradek_broker_factory(overrides={"log.dirs": str(data)})
+    admin = KafkaAdminClient(bootstrap_servers=odradek.bootstrap)
+    assert _topic_ids(admin, ["from-39"]) == kafka_ids
+    assert _topic_configs(admin, "from-39") == {"retention.bytes": "1048576"}
+    admin.create_topics([NewTopic("odradek-on-39", 1, 1, topic_configs={"cleanup.policy": "compact"})])
+    admin.close()
+    parts = [TopicPartition("from-39", p) for p in range(2)]
+    assert _consume_all(odradek.bootstrap, parts, 10) == _records_on_disk(data, "from-39")
+    producer = KafkaProducer(bootstrap_servers=odradek.bootstrap)
+    producer.send("odradek-on-39", key=b"k", value=b"from-odradek").get(15)
+    producer.close()
+    assert odradek.stop() == 0
+    # Odradek continued the 3.9 log in 3.9's record versions (metadata.version 3.9-IV0)
+    md = MetadataLog.open(data)
+    try:
+        recs = list(md.replay_records())
+    finally:
+        md.plog.close_handlers()
+    features = {r.message.name: r.message.feature_level for r in recs if r.name == "FeatureLevelRecord"}
+    assert features["metadata.version"] == 21
+    assert {r.version for r in recs if r.name == "PartitionRecord"} == {1}
+    assert sum(1 for r in recs if r.name == "TopicRecord") == 2
+
+    # and Kafka 3.9 takes the directory back
+    kafka = kafka_broker_factory(version="3.9.1", overrides={"log.dirs": str(data)})
+    admin = KafkaAdminClient(bootstrap_servers=kafka.bootstrap)
+    assert _topic_configs(admin, "odradek-on-39") == {"cleanup.policy": "compact"}
+    admin.close()
+    assert _consume_all(kafka.bootstrap, [TopicPartition("odradek-on-39", 0)], 1) == [
+        ("odradek-on-39", 0, 0, b"k", b"from-odradek")]
