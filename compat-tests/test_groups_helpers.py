@@ -40,6 +40,14 @@ class ThreadedConsumer(threading.Thread):
         self.ready = threading.Event()
         self.error: BaseException | None = None
         self.lock = threading.Lock()
+        # every distinct assignment this consumer had, in order
+        self.history: list[set[int]] = []
+        self.extra_conf: dict[str, object] = {}
+
+    def _note_assignment(self, partitions: set[int]) -> None:
+        if not self.history or self.history[-1] != partitions:
+            self.history.append(set(partitions))
+        self.assignment = partitions
 
     def run(self) -> None:
         try:
@@ -103,7 +111,7 @@ class KafkaPythonConsumer(ThreadedConsumer):
                 self.consumer.commit()
             except (CommitFailedError, KafkaError):
                 pass  # a rebalance: the next owner reads from the last commit
-        self.assignment = {tp.partition for tp in self.consumer.assignment()}
+        self._note_assignment({tp.partition for tp in self.consumer.assignment()})
 
     def close(self) -> None:
         self.consumer.close()
@@ -132,6 +140,7 @@ class ConfluentConsumer(ThreadedConsumer):
                 "partition.assignment.strategy": self.assignor or "range",
                 "session.timeout.ms": self.session_timeout_ms, "heartbeat.interval.ms": 300,
             })
+        conf.update(self.extra_conf)
         self.consumer = Consumer(conf)
         self.consumer.subscribe([self.topic])
 
@@ -147,7 +156,7 @@ class ConfluentConsumer(ThreadedConsumer):
                 self.consumer.commit(asynchronous=False)
             except KafkaException:
                 pass
-        self.assignment = {tp.partition for tp in self.consumer.assignment()}
+        self._note_assignment({tp.partition for tp in self.consumer.assignment()})
 
     def close(self) -> None:
         self.consumer.close()

@@ -154,6 +154,8 @@ class ClassicGroup:
     rebalance_deadline: float | None = None
     initial_delay_until: float | None = None
     sync_deadline: float | None = None
+    # Members that got a JoinGroup answer but have not sent SyncGroup yet.
+    pending_sync: set[str] = field(default_factory=set)
     initial_delay_remaining_ms: int = 0
     new_member_added: bool = False
     # Members awaiting a JoinGroup answer

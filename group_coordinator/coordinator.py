@@ -334,12 +334,14 @@ class GroupCoordinator:
         self, *, group_id: str, member_id: str, group_instance_id: str | None, client_id: str,
         client_host: str, session_timeout_ms: int, rebalance_timeout_ms: int, protocol_type: str,
         protocols: list[tuple[str, bytes]], require_known_member_id: bool, reason: str | None = None,
+        supports_skip_assignment: bool = True,
     ) -> JoinResult:
         """JoinGroup: answers at once (errors, MEMBER_ID_REQUIRED, static rejoin) or when the join phase ends."""
         try:
             member = self._join(
                 group_id, member_id, group_instance_id, client_id, client_host, session_timeout_ms,
                 rebalance_timeout_ms, protocol_type, protocols, require_known_member_id, reason,
+                supports_skip_assignment,
             )
         except GroupError as exc:
             return JoinResult(error=exc.code, member_id=member_id)
@@ -355,7 +357,7 @@ class GroupCoordinator:
     def _join(self, group_id: str, member_id: str, instance_id: str | None, client_id: str,
               client_host: str, session_timeout_ms: int, rebalance_timeout_ms: int, protocol_type: str,
               protocols: list[tuple[str, bytes]], require_known_member_id: bool,
-              reason: str | None) -> ClassicMember | JoinResult:
+              reason: str | None, supports_skip_assignment: bool) -> ClassicMember | JoinResult:
         self._check_active()
         if not group_id:
             raise GroupError(ErrorCode.INVALID_GROUP_ID)
@@ -375,7 +377,7 @@ class GroupCoordinator:
                 group = self.groups[group_id] = ClassicGroup(group_id)
             return self._join_new_member(group, instance_id, client_id, client_host, session_timeout_ms,
                                          rebalance_timeout_ms, protocol_type, protocols, names,
-                                         require_known_member_id, reason)
+                                         require_known_member_id, reason, supports_skip_assignment)
         if group is None:
             raise GroupError(ErrorCode.UNKNOWN_MEMBER_ID)
         if group.is_in(GroupState.DEAD):
@@ -428,7 +430,8 @@ class GroupCoordinator:
     def _join_new_member(self, group: ClassicGroup, instance_id: str | None, client_id: str,
                          client_host: str, session_timeout_ms: int, rebalance_timeout_ms: int,
                          protocol_type: str, protocols: list[tuple[str, bytes]], names: list[str],
-                         require_known_member_id: bool, reason: str | None) -> ClassicMember | JoinResult:
+                         require_known_member_id: bool, reason: str | None,
+                         supports_skip_assignment: bool) -> ClassicMember | JoinResult:
         if group.is_in(GroupState.DEAD):
             raise GroupError(ErrorCode.COORDINATOR_NOT_AVAILABLE)
         if not group.supports_protocols(protocol_type, names):
@@ -440,7 +443,8 @@ class GroupCoordinator:
             old_id = group.static_members.get(instance_id)
             if old_id is not None and old_id in group.members:
                 return self._replace_static_member(group, old_id, new_id, protocols, session_timeout_ms,
-                                                   rebalance_timeout_ms, client_id, client_host)
+                                                   rebalance_timeout_ms, client_id, client_host,
+                                                   supports_skip_assignment)
             return self._add_member_and_rebalance(group, new_id, instance_id, client_id, client_host,
                                                   session_timeout_ms, rebalance_timeout_ms, protocol_type,
                                                   protocols, reason or "static member joined")
@@ -487,7 +491,8 @@ class GroupCoordinator:
 
     def _replace_static_member(self, group: ClassicGroup, old_id: str, new_id: str,
                                protocols: list[tuple[str, bytes]], session_timeout_ms: int,
-                               rebalance_timeout_ms: int, client_id: str, client_host: str) -> ClassicMember | JoinResult:
+                               rebalance_timeout_ms: int, client_id: str, client_host: str,
+                               supports_skip_assignment: bool) -> ClassicMember | JoinResult:
         old = group.members.pop(old_id)
         # The old incarnation's parked calls are fenced.
         self._answer_join(old, JoinResult(error=ErrorCode.FENCED_INSTANCE_ID, member_id=old_id))
@@ -502,10 +507,16 @@ class GroupCoordinator:
         group.members[new_id] = old
         assert old.group_instance_id is not None
         group.static_members[old.group_instance_id] = new_id
-        was_leader = group.leader_id == old_id
+        current_leader = group.leader_id
+        was_leader = current_leader == old_id
         if was_leader:
             group.leader_id = new_id
         self._heartbeat(old)
+        if group.is_in(GroupState.COMPLETING_REBALANCE):
+            # The leader may already be assigning for the old member id: start over.
+            old.join_event = trio.Event()
+            self._prepare_rebalance(group, "static member rejoined during CompletingRebalance")
+            return old
         if group.is_in(GroupState.STABLE):
             try:
                 unchanged = group.select_protocol() == group.protocol_name
@@ -524,7 +535,13 @@ class GroupCoordinator:
                     if was_leader:
                         group.leader_id = old_id
                     raise exc
-                return self._current_join_result(group, old, skip_assignment=was_leader)
+                if supports_skip_assignment:
+                    # v9+: the leader learns it leads but must not run the assignor again.
+                    return self._current_join_result(group, old, skip_assignment=was_leader)
+                # Before v9 the old leader id is returned, so a replaced leader does not assign.
+                return JoinResult(generation_id=group.generation_id, protocol_type=group.protocol_type,
+                                  protocol_name=group.protocol_name, leader=current_leader or "",
+                                  member_id=new_id)
         old.join_event = trio.Event()
         self._maybe_prepare_rebalance(group, "static member rejoined with a new member id")
         if group.is_in(GroupState.PREPARING_REBALANCE):
@@ -545,6 +562,7 @@ class GroupCoordinator:
                 member.assignment = b""
                 self._answer_sync(member, SyncResult(error=ErrorCode.REBALANCE_IN_PROGRESS))
         group.sync_deadline = None
+        group.pending_sync.clear()
         if group.is_in(GroupState.EMPTY):
             delay_ms = self.cfg("group.initial.rebalance.delay.ms")
             group.initial_delay_until = now + delay_ms / 1000
@@ -567,11 +585,19 @@ class GroupCoordinator:
     def _complete_join(self, group: ClassicGroup) -> None:
         group.rebalance_deadline = None
         group.initial_delay_until = None
+        # Dynamic members that did not rejoin are dropped; static ones keep their place.
         for member in group.not_yet_rejoined():
+            if member.group_instance_id is not None:
+                continue
             log.info("Member %s of group %s did not rejoin in time; removing it", member.member_id, group.group_id)
             self._answer_sync(member, SyncResult(error=ErrorCode.REBALANCE_IN_PROGRESS))
             group.remove_member(member.member_id)
         if group.is_in(GroupState.DEAD):
+            return
+        if not self._elect_joined_leader(group) and group.members:
+            # Nobody rejoined (only absent static members are left): wait another rebalance timeout.
+            log.error("Group %s could not complete rebalance because no members rejoined", group.group_id)
+            group.rebalance_deadline = self.monotonic() + group.max_rebalance_timeout_ms() / 1000
             return
         now_ms = self.now_ms()
         group.generation_id += 1
@@ -591,7 +617,9 @@ class GroupCoordinator:
                 pass  # Kafka logs and carries on: the group is empty either way
             return
         now = self.monotonic()
+        # Every member must send SyncGroup within the rebalance timeout.
         group.sync_deadline = now + group.max_rebalance_timeout_ms() / 1000
+        group.pending_sync = set(group.members)
         member_list = self._member_list(group)
         for member in group.members.values():
             result = JoinResult(
@@ -602,6 +630,18 @@ class GroupCoordinator:
             member.is_new = False
             self._heartbeat(member)
             self._answer_join(member, result)
+
+    @staticmethod
+    def _elect_joined_leader(group: ClassicGroup) -> bool:
+        """Keep the leader if it rejoined, else make the first rejoined member the leader."""
+        leader = group.members.get(group.leader_id or "")
+        if leader is not None and leader.is_awaiting_join:
+            return True
+        for member in group.members.values():
+            if member.is_awaiting_join:
+                group.leader_id = member.member_id
+                return True
+        return False
 
     def _classic_timers(self, group: ClassicGroup, now: float) -> None:
         if group.is_in(GroupState.PREPARING_REBALANCE):
@@ -618,16 +658,20 @@ class GroupCoordinator:
                         self._complete_join(group)
             elif group.rebalance_deadline is not None and now >= group.rebalance_deadline:
                 self._complete_join(group)
-        sync_deadline = getattr(group, "sync_deadline", None)
-        if group.is_in(GroupState.COMPLETING_REBALANCE) and sync_deadline is not None and now >= sync_deadline:
-            # The leader never sent its assignment: drop members that did not sync and start over.
+        if (group.is_in(GroupState.COMPLETING_REBALANCE, GroupState.STABLE) and group.sync_deadline is not None
+                and now >= group.sync_deadline):
             group.sync_deadline = None
-            for member in list(group.members.values()):
-                if not member.is_awaiting_sync:
-                    group.remove_member(member.member_id)
-            self._prepare_rebalance(group, "sync timeout")
-            if not group.members:
-                self._complete_join(group)
+            if group.pending_sync:
+                # Members that never sent SyncGroup after the join are dropped and the group starts over.
+                for member_id in sorted(group.pending_sync):
+                    member = group.members.get(member_id)
+                    if member is not None:
+                        self._answer_join(member, JoinResult(error=ErrorCode.UNKNOWN_MEMBER_ID, member_id=member_id))
+                        group.remove_member(member_id)
+                removed = sorted(group.pending_sync)
+                group.pending_sync.clear()
+                self._prepare_rebalance(group, f"removing {removed} on pending sync request expiration")
+                self._maybe_complete_join(group)
         for pending_id, deadline in list(group.pending_members.items()):
             if now >= deadline:
                 del group.pending_members[pending_id]
@@ -691,6 +735,7 @@ class GroupCoordinator:
         if group.is_in(GroupState.PREPARING_REBALANCE):
             raise GroupError(ErrorCode.REBALANCE_IN_PROGRESS)
         self._heartbeat(member)
+        group.pending_sync.discard(member_id)
         if group.is_in(GroupState.STABLE):
             return SyncResult(protocol_type=group.protocol_type, protocol_name=group.protocol_name,
                               assignment=member.assignment)
@@ -711,7 +756,7 @@ class GroupCoordinator:
                 return member
             for m in group.members.values():
                 m.assignment = full[m.member_id]
-            group.sync_deadline = None
+            # (the pending-sync timer keeps running: members that never sync are still dropped)
             group.transition_to(GroupState.STABLE, self.now_ms())
             for m in group.members.values():
                 self._heartbeat(m)

@@ -152,6 +152,7 @@ async def handle_join_group(ctx: RequestContext, header, request) -> object:
         protocol_type=request.protocol_type,
         protocols=[(p.name, bytes(p.metadata)) for p in request.protocols],
         require_known_member_id=version >= 4, reason=request.reason if version >= 8 else None,
+        supports_skip_assignment=version >= 9,
     )
     if result.error != ErrorCode.NONE:
         return _join_error(version, result.error, result.member_id)

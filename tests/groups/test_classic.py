@@ -253,3 +253,61 @@ def test_offset_commit_validation():
             "g": E.NON_EMPTY_GROUP, "simple": E.NONE, "none": E.GROUP_ID_NOT_FOUND}
 
     run_with_coordinator(None, scenario)
+
+
+def test_replaced_static_leader_before_v9_is_not_told_it_leads():
+    async def scenario(c):
+        joined = await c.join_group(**join_kwargs(group_instance_id="inst-1"))
+        await c.sync_group(group_id="g", generation_id=1, member_id=joined.member_id, group_instance_id="inst-1",
+                           protocol_type=None, protocol_name=None, assignments={})
+        again = await c.join_group(**join_kwargs(group_instance_id="inst-1", supports_skip_assignment=False))
+        assert again.leader == joined.member_id != again.member_id and again.members == []
+        assert not again.skip_assignment
+
+    run_with_coordinator(None, scenario)
+
+
+def test_static_member_that_does_not_rejoin_keeps_its_place():
+    async def scenario(c):
+        results = {}
+
+        async def join(name, instance):
+            results[name] = await c.join_group(**join_kwargs(client_id=name, group_instance_id=instance, session_timeout_ms=5000,
+                                                             rebalance_timeout_ms=1000))
+
+        async with trio.open_nursery() as nursery:
+            nursery.start_soon(join, "a", "static-a")
+            nursery.start_soon(join, "b", None)
+        b_first = await c.join_group(**join_kwargs(member_id=results["b"].member_id, client_id="b",
+                                                   rebalance_timeout_ms=1000, session_timeout_ms=5000,
+                                                   protocols=[("range", consumer_subscription("t", "u"))]))
+        # the static member never rejoined: after the rebalance timeout it is still a member
+        assert b_first.generation_id >= 2
+        assert results["a"].member_id in c.groups["g"].members
+
+    run_with_coordinator(None, scenario)
+
+
+def test_members_that_never_sync_are_removed_after_the_rebalance_timeout():
+    async def scenario(c):
+        results = {}
+
+        async def join(name):
+            results[name] = await _join_new(c, client_id=name, rebalance_timeout_ms=1000, session_timeout_ms=5000)
+
+        async with trio.open_nursery() as nursery:
+            nursery.start_soon(join, "a")
+            nursery.start_soon(join, "b")
+        a, b = results["a"], results["b"]
+        leader, follower = (a, b) if a.leader == a.member_id else (b, a)
+        await c.sync_group(group_id="g", generation_id=1, member_id=leader.member_id, group_instance_id=None,
+                           protocol_type=None, protocol_name=None, assignments={})
+        assert c.groups["g"].state is GroupState.STABLE
+        # the follower heartbeats but never syncs
+        for _ in range(12):
+            c.heartbeat("g", 1, follower.member_id, None)
+            await trio.sleep(0.1)
+        assert follower.member_id not in c.groups["g"].members
+        assert c.groups["g"].state is GroupState.PREPARING_REBALANCE
+
+    run_with_coordinator(None, scenario)
