@@ -151,8 +151,9 @@ class ClusterMetadata:
 
     def add_partitions(self, topic: Topic, new_total: int) -> None:
         old = topic.partitions
+        # persisted first: what a failed append did not record must not be served
+        self._persist("partitions", Topic(topic.name, topic.topic_id, new_total, topic.configs))
         topic.partitions = new_total
-        self._persist("partitions", topic)
         for index in range(old, new_total):
             self.broker.open_partition_log(topic, index)
 
@@ -165,11 +166,13 @@ class ClusterMetadata:
         log.info("Deleted topic %s", topic.name)
 
     def set_configs(self, topic: Topic, configs: dict[str, str]) -> None:
+        self._persist("configs", Topic(topic.name, topic.topic_id, topic.partitions, dict(configs)))
         topic.configs = dict(configs)
-        self._persist("configs", topic)
         self.broker.reconfigure_topic(topic)
 
     def _persist(self, change: str, topic: Topic) -> None:
+        """Record a change in the metadata store (Kafka's records in __cluster_metadata-0) before
+        it is applied; raises when it cannot be written, so nothing unrecorded is served."""
         store = getattr(self.broker, "metadata_store", None)
         if store is not None:
             store.record(change, topic)
