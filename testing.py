@@ -1,0 +1,231 @@
+"""Embedding Odradek in tests: a real broker on a free port, and a pytest plugin.
+
+``running_broker()`` starts a broker with its own temporary log dir and yields a
+:class:`RunningBroker` whose ``bootstrap_servers`` any Kafka client can use::
+
+    from odradek.testing import running_broker
+
+    with running_broker(num_partitions=3) as broker:
+        producer = KafkaProducer(bootstrap_servers=broker.bootstrap_servers)
+
+Config overrides are Kafka's keys, given as a mapping (``configs={"num.partitions": "3"}``)
+or as keyword arguments with dots written as underscores (Kafka keys have no underscores).
+
+By default the broker runs **in this process**, on a Trio event loop in a daemon thread: it
+starts several times faster than a ``python -m odradek serve`` subprocess, which must start an
+interpreter and import everything again (see ``benchmarks/bench_startup.py`` and
+docs/testing-fixture.md). ``in_process=False`` runs the subprocess instead, for tests that
+kill the broker or need it isolated from the test's own threads and logging.
+
+The pytest plugin (registered as the ``pytest11`` entry point ``odradek``) provides:
+
+* ``odradek_bootstrap`` -- session-scoped: one broker for the whole test session; the value is
+  the ``host:port`` bootstrap string;
+* ``odradek_fresh_broker`` -- a new broker (a :class:`RunningBroker`) for one test.
+
+They are deliberately not called ``odradek_broker``, the name of the subprocess fixture of
+Odradek's own compat-tests.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import queue
+import re
+import shutil
+import socket
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+from collections.abc import Iterator, Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+try:  # the fixtures need pytest; running_broker() does not
+    import pytest
+except ImportError:  # pragma: no cover - pytest is absent outside test environments
+    pytest = None  # type: ignore[assignment]
+
+__all__ = ["RunningBroker", "running_broker", "odradek_bootstrap", "odradek_fresh_broker"]
+
+START_TIMEOUT_S = 60.0
+
+
+@dataclass
+class RunningBroker:
+    """A started broker: where to reach it and where its data lives."""
+
+    host: str
+    port: int
+    log_dir: Path
+    configs: dict[str, str] = field(default_factory=dict)
+    in_process: bool = True
+    #: The in-process :class:`odradek.broker.Broker` (None for a subprocess).
+    broker: Any = None
+    #: The subprocess (None when in-process).
+    process: subprocess.Popen | None = None
+
+    @property
+    def bootstrap_servers(self) -> str:
+        """``host:port``: the value of ``bootstrap_servers`` / ``bootstrap.servers``."""
+        return f"{self.host}:{self.port}"
+
+
+def _config_overrides(configs: Mapping[str, object] | None, overrides: Mapping[str, object]) -> dict[str, str]:
+    out = {k: str(v) for k, v in (configs or {}).items()}
+    out.update({k.replace("_", "."): str(v) for k, v in overrides.items()})
+    return out
+
+
+@contextlib.contextmanager
+def running_broker(
+    configs: Mapping[str, object] | None = None,
+    *,
+    in_process: bool = True,
+    host: str = "127.0.0.1",
+    log_dir: str | Path | None = None,
+    **overrides: object,
+) -> Iterator[RunningBroker]:
+    """Start an Odradek broker on a free port, yield it, shut it down cleanly at exit.
+
+    The log dir is a fresh temporary directory (removed afterwards) unless `log_dir` is given.
+    `group.initial.rebalance.delay.ms` defaults to 0 here so consumer groups form at once,
+    as test brokers usually want; pass it to override.
+    """
+    settings = {"group.initial.rebalance.delay.ms": "0", **_config_overrides(configs, overrides)}
+    temp = None
+    if log_dir is None:
+        temp = tempfile.mkdtemp(prefix="odradek-")
+        log_dir = Path(temp) / "data"
+    log_dir = Path(log_dir)
+    settings.setdefault("log.dirs", str(log_dir))
+    try:
+        runner = _run_in_thread if in_process else _run_subprocess
+        with runner(host, settings) as running:
+            running.log_dir = log_dir
+            yield running
+    finally:
+        if temp is not None:
+            shutil.rmtree(temp, ignore_errors=True)
+
+
+@contextlib.contextmanager
+def _run_in_thread(host: str, settings: dict[str, str]) -> Iterator[RunningBroker]:
+    import trio
+
+    from .broker import Broker
+    from .config import BrokerConfig
+    from .handlers.registry import load_handlers
+    from .server import serve_listeners
+
+    # Port 0: the OS picks a free port at bind time (no race with other tests); Metadata
+    # advertises the bound port.
+    config = BrokerConfig.load(None, [f"listeners=PLAINTEXT://{host}:0", *(f"{k}={v}" for k, v in settings.items())])
+    load_handlers()
+    broker = Broker(config)
+    started: queue.Queue = queue.Queue()
+
+    async def main() -> None:
+        stop = trio.Event()
+        await broker.startup()
+        try:
+            async with trio.open_nursery() as nursery:
+                bound = await nursery.start(serve_listeners, broker)
+                nursery.start_soon(broker.run_background_tasks)
+                started.put((trio.lowlevel.current_trio_token(), stop, bound))
+                await stop.wait()
+                nursery.cancel_scope.cancel()
+        finally:
+            with trio.CancelScope(shield=True):
+                await broker.shutdown()
+
+    def thread_main() -> None:
+        try:
+            trio.run(main)
+        except BaseException as exc:  # noqa: BLE001 - handed to the starting thread
+            started.put(exc)
+
+    thread = threading.Thread(target=thread_main, name="odradek-broker", daemon=True)
+    thread.start()
+    item = started.get(timeout=START_TIMEOUT_S)
+    if isinstance(item, BaseException):
+        raise RuntimeError("the in-process Odradek broker failed to start") from item
+    token, stop, bound = item
+    try:
+        yield RunningBroker(bound[0][0], bound[0][1], Path(), dict(settings), True, broker=broker)
+    finally:
+        trio.from_thread.run_sync(stop.set, trio_token=token)
+        thread.join(timeout=START_TIMEOUT_S)
+        if not started.empty():
+            exc = started.get()
+            raise RuntimeError("the in-process Odradek broker failed") from exc
+
+
+_LISTENING = re.compile(r"Listening on (\S+):(\d+) ")
+
+
+@contextlib.contextmanager
+def _run_subprocess(host: str, settings: dict[str, str]) -> Iterator[RunningBroker]:
+    cmd = [sys.executable, "-m", "odradek", "serve", "--override", f"listeners=PLAINTEXT://{host}:0"]
+    for key, value in settings.items():
+        cmd += ["--override", f"{key}={value}"]
+    proc = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+    try:
+        address = _wait_listening(proc)
+        yield RunningBroker(address[0], address[1], Path(), dict(settings), False, process=proc)
+    finally:
+        if proc.poll() is None:
+            proc.terminate()
+            try:
+                proc.wait(timeout=START_TIMEOUT_S)
+            except subprocess.TimeoutExpired:
+                proc.kill()
+                proc.wait()
+
+
+def _wait_listening(proc: subprocess.Popen) -> tuple[str, int]:
+    """Read the broker's log until it says where it listens (it binds port 0)."""
+    assert proc.stderr is not None
+    deadline = time.monotonic() + START_TIMEOUT_S
+    lines = []
+    while time.monotonic() < deadline:
+        line = proc.stderr.readline()
+        if not line:
+            raise RuntimeError("odradek serve exited during start-up:\n" + "".join(lines[-20:]))
+        lines.append(line)
+        match = _LISTENING.search(line)
+        if match:
+            # Keep draining the log so the broker never blocks on a full pipe.
+            threading.Thread(target=proc.stderr.read, daemon=True).start()
+            return match.group(1), int(match.group(2))
+    proc.kill()
+    raise RuntimeError("odradek serve did not start listening in time")
+
+
+def port_accepts(host: str, port: int, timeout: float = 1.0) -> bool:
+    """True when something accepts TCP connections on host:port."""
+    try:
+        with socket.create_connection((host, port), timeout=timeout):
+            return True
+    except OSError:
+        return False
+
+
+# ---------------------------------------------------------------------- pytest plugin
+
+if pytest is not None:
+
+    @pytest.fixture(scope="session")
+    def odradek_bootstrap() -> Iterator[str]:
+        """Bootstrap servers (``host:port``) of an in-process Odradek broker shared by the session."""
+        with running_broker() as broker:
+            yield broker.bootstrap_servers
+
+    @pytest.fixture
+    def odradek_fresh_broker() -> Iterator[RunningBroker]:
+        """A new in-process Odradek broker (empty log dir) for one test; ``.bootstrap_servers``."""
+        with running_broker() as broker:
+            yield broker
