@@ -918,7 +918,7 @@ class GroupCoordinator:
             if tp in stored:
                 tombstones.append(tp)
         if tombstones:
-            self._append(group_id, rec.offset_commit_batch(
+            self._append(group_id, rec.cleanup_batch(
                 [(rec.offset_commit_key(group_id, t, p), None) for t, p in tombstones], self.now_ms()))
             for tp in tombstones:
                 stored.pop(tp, None)
@@ -962,9 +962,7 @@ class GroupCoordinator:
             try:
                 if group_dies:
                     tombstones.append((rec.group_metadata_key(group_id), None))
-                    self._append(group_id, rec.group_metadata_batch(tombstones, now))
-                else:
-                    self._append(group_id, rec.offset_commit_batch(tombstones, now))
+                self._append(group_id, rec.cleanup_batch(tombstones, now))
             except GroupError:
                 continue
             for tp in expired:
@@ -1055,7 +1053,7 @@ class GroupCoordinator:
                 tombstones: list[tuple[bytes, bytes | None]] = [
                     (rec.offset_commit_key(group_id, t, p), None) for t, p in stored]
                 tombstones.append((rec.group_metadata_key(group_id), None))
-                self._append(group_id, rec.group_metadata_batch(tombstones, self.now_ms()))
+                self._append(group_id, rec.cleanup_batch(tombstones, self.now_ms()))
                 if isinstance(group, ClassicGroup):
                     group.transition_to(GroupState.DEAD, self.now_ms())
                 del self.groups[group_id]
@@ -1072,7 +1070,7 @@ class GroupCoordinator:
             if not gone:
                 continue
             try:
-                self._append(group_id, rec.offset_commit_batch(
+                self._append(group_id, rec.cleanup_batch(
                     [(rec.offset_commit_key(group_id, t, p), None) for t, p in gone], self.now_ms()))
             except GroupError:
                 continue

@@ -6,9 +6,9 @@ value starts with an int16 *value version* of its own schema. A null value is a
 tombstone: the key's state is deleted (and the log cleaner drops it eventually).
 
 Batches are built the way Kafka 3.9's group coordinator writes them: uncompressed,
-CreateTime, no producer id, one batch per write; offset-commit batches carry
-baseSequence 0, group metadata batches -1 (observed in real logs, see
-``docs/groups.md``).
+CreateTime, no producer id, one batch per write; the batches of OffsetCommit carry
+baseSequence 0, every other write (group metadata, and the tombstones of DeleteGroups,
+OffsetDelete and offset expiry) -1 (observed in real logs, see ``docs/groups.md``).
 """
 
 from __future__ import annotations
@@ -175,5 +175,10 @@ def offset_commit_batch(records: list[tuple[bytes, bytes | None]], timestamp: in
 
 
 def group_metadata_batch(records: list[tuple[bytes, bytes | None]], timestamp: int) -> bytearray:
-    """A batch holding a group metadata record (maybe with offset tombstones): baseSequence -1."""
+    """A batch holding a group metadata record: baseSequence -1."""
+    return build_coordinator_batch(records, timestamp, -1)
+
+
+def cleanup_batch(records: list[tuple[bytes, bytes | None]], timestamp: int) -> bytearray:
+    """Tombstones of deleted/expired offsets and groups: written like group metadata (baseSequence -1)."""
     return build_coordinator_batch(records, timestamp, -1)
