@@ -85,9 +85,11 @@ def _read_all(ctx: RequestContext, keys, cached: dict, use_ids: bool, max_bytes:
             aborted = []
             collect = getattr(plog, "collect_aborted_transactions", None)
             if collect is not None and size:
+                # the bound is an offset (Kafka: the index entry after the returned bytes), not a size
+                upper = min(plog.fetch_upper_bound_offset(data), limit)
                 aborted = [
                     AbortedTransaction(producer_id=pid, first_offset=first)
-                    for pid, first in collect(part.fetch_offset, part.fetch_offset + size)
+                    for pid, first in collect(part.fetch_offset, upper)
                 ]
         if size:
             min_one = False
@@ -131,7 +133,12 @@ async def handle_fetch(ctx: RequestContext, header, request) -> object:
         if not await ctx.broker.wait_for_append(remaining):
             reads = _read_all(ctx, keys, cached, use_ids, max_bytes, committed)
             break
-    by_topic: dict = {}
+    if (metrics := getattr(ctx.broker, "metrics", None)) is not None:  # BytesOutPerSec
+        metrics.fetched_reads(reads, use_ids)
+    # Kafka's FetchResponse.toMessage starts a new topic entry whenever the topic differs from the
+    # previous partition's, so a request naming one topic twice (non-adjacent) is answered with two
+    # entries for it, in request order; grouping all of a topic's partitions would change the shape.
+    by_topic: list[tuple[object, list]] = []
     for r in reads:
         part = cached[r.key]
         if incremental:
@@ -146,7 +153,9 @@ async def handle_fetch(ctx: RequestContext, header, request) -> object:
                 continue
         part.high_watermark, part.log_start_offset, part.last_stable_offset = r.hw, r.log_start, r.lso
         topic_ref, index = r.key
-        by_topic.setdefault(topic_ref, []).append(
+        if not by_topic or by_topic[-1][0] != topic_ref:
+            by_topic.append((topic_ref, []))
+        by_topic[-1][1].append(
             PartitionData(
                 partition_index=index,
                 error_code=int(r.code),
@@ -160,7 +169,7 @@ async def handle_fetch(ctx: RequestContext, header, request) -> object:
         )
     responses = [
         TopicData(topic="" if use_ids else ref, topic_id=ref if use_ids else TopicData().topic_id, partitions=parts)
-        for ref, parts in by_topic.items()
+        for ref, parts in by_topic
     ]
     return FetchResponse(
         throttle_time_ms=0,

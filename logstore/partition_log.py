@@ -712,11 +712,46 @@ class PartitionLog:
         files (for READ_COMMITTED fetches)."""
         out: list[AbortedTxn] = []
         for i in range(max(self._floor_index(fetch_offset), 0), len(self.segments)):
-            seg = self.segments[i]
-            if seg.base_offset >= upper_bound_offset:
+            found = self.segments[i].txn_index.collect_aborted(fetch_offset, upper_bound_offset)
+            out += found
+            # An entry sits in the segment of its ABORT marker, which may come after the upper bound
+            # (Kafka's LocalLog.collectAbortedTransactions): keep going until an entry's LSO shows that
+            # every transaction open before the bound has ended.
+            if any(t.last_stable_offset >= upper_bound_offset for t in found):
                 break
-            out += seg.txn_index.collect_aborted(fetch_offset, upper_bound_offset)
         return out
+
+    def fetch_upper_bound_offset(self, data: FetchData) -> int:
+        """Kafka's upper bound of a read for its aborted-transaction list: the offset of the first
+        offset-index entry at or after the end of the returned bytes, else the next segment's base
+        offset (or the LEO). It may lie beyond the data (index granularity), never before its end."""
+        if not data.slices:
+            return data.fetch_offset
+        last = data.slices[-1]
+        end_position = last.position + last.size
+        for i, seg in enumerate(self.segments):
+            if seg.fileno() != last.file.fileno():
+                continue
+            index = seg.offset_index
+            lo, hi = 0, index.entries - 1
+            found = None
+            while lo <= hi:  # first entry whose position >= end_position
+                mid = (lo + hi) // 2
+                offset, position = index.entry(mid)
+                if position >= end_position:
+                    found = offset
+                    hi = mid - 1
+                else:
+                    lo = mid + 1
+            if found is not None:
+                return found
+            return self.segments[i + 1].base_offset if i + 1 < len(self.segments) else self.log_end_offset
+        return self.log_end_offset
+
+    def collect_aborted_transactions(self, fetch_offset: int, upper_bound_offset: int) -> list[tuple[int, int]]:
+        """(producer id, first offset) of the aborted transactions a READ_COMMITTED fetch of
+        [fetch_offset, upper_bound_offset) must list (Fetch's AbortedTransactions)."""
+        return [(t.producer_id, t.first_offset) for t in self.aborted_transactions(fetch_offset, upper_bound_offset)]
 
     # =====================================================================================
     # offsets by timestamp

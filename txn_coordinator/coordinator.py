@@ -1,0 +1,524 @@
+"""The transaction coordinator: transactional ids, their state machine, ``__transaction_state``,
+transaction markers and timeouts (Kafka's TransactionCoordinator + TransactionStateManager +
+TransactionMarkerChannelManager on one node, transaction version 1 rules).
+
+Every state change is first appended to the id's ``__transaction_state`` partition and only then
+applied in memory, so what the log says is what the coordinator did. On a single node a
+transaction marker is a local append, so EndTxn writes PrepareCommit/PrepareAbort, the markers
+into every partition of the transaction (the log store then updates producer state, the
+``.txnindex`` and the last stable offset) and CompleteCommit/CompleteAbort before it answers.
+At start-up the log is replayed: transactions left in PrepareCommit/PrepareAbort are completed,
+Ongoing ones are aborted when their timeout passes, as Kafka does after a coordinator failover.
+"""
+
+from __future__ import annotations
+
+import copy
+import logging
+import re
+import time
+from collections.abc import Iterable
+from typing import TYPE_CHECKING, Any
+
+import trio
+
+from ..wire.errors import ErrorCode
+from ..wire.records import ControlRecordType, build_end_txn_marker_batch
+from . import records as rec
+from .group_offsets import GroupOffsets
+from .metadata import (
+    NO_PRODUCER_EPOCH,
+    NO_PRODUCER_ID,
+    STATE_BY_NAME,
+    TransactionMetadata,
+    TxnState,
+    is_epoch_exhausted,
+)
+
+if TYPE_CHECKING:
+    from ..broker import Broker
+
+log = logging.getLogger(__name__)
+
+# Broker configs Odradek's config table does not list (read from the raw properties).
+_EXTRA_DEFAULTS = {
+    "transaction.abort.timed.out.transaction.cleanup.interval.ms": 10_000,
+    "transactional.id.expiration.ms": 604_800_000,
+    "transaction.remove.expired.transaction.cleanup.interval.ms": 3_600_000,
+}
+
+
+def _now_ms() -> int:
+    return time.time_ns() // 1_000_000
+
+
+class TxnError(Exception):
+    """A request the coordinator refuses; `code` is the Kafka error code to answer."""
+
+    def __init__(self, code: ErrorCode, message: str = "") -> None:
+        super().__init__(message or code.name)
+        self.code = code
+
+
+class TransactionCoordinator:
+    """Serves InitProducerId (transactional), AddPartitionsToTxn, AddOffsetsToTxn, EndTxn,
+    TxnOffsetCommit and the transaction admin APIs for every transactional id of this node."""
+
+    def __init__(self, broker: Broker | None) -> None:
+        self.broker = broker
+        self.txns: dict[str, TransactionMetadata] = {}
+        self.groups = GroupOffsets(broker)
+        self.active = False
+        self._cancel: trio.CancelScope | None = None
+        self._last_expiry_check = 0.0
+
+    # ================================================================== config / topic
+
+    def cfg(self, key: str) -> int:
+        """A broker config value (Kafka's default when unset)."""
+        config = self.broker.config if self.broker is not None else None
+        if key in _EXTRA_DEFAULTS:
+            raw = config.raw.get(key) if config is not None else None
+            return int(raw) if raw is not None else _EXTRA_DEFAULTS[key]
+        if config is None:
+            from ..config import BROKER_CONFIGS  # noqa: PLC0415
+
+            return int(BROKER_CONFIGS[key].default)
+        return int(config.get(key))
+
+    def num_partitions(self) -> int:
+        """Partitions of ``__transaction_state`` (the existing topic's, else the config)."""
+        broker = self.broker
+        if broker is not None and broker.metadata is not None:
+            topic = broker.metadata.get(rec.TRANSACTION_STATE_TOPIC)
+            if topic is not None:
+                return topic.partitions
+        return self.cfg("transaction.state.log.num.partitions")
+
+    def partition_for(self, transactional_id: str) -> int:
+        """The ``__transaction_state`` partition that holds a transactional id."""
+        return rec.partition_for(transactional_id, self.num_partitions())
+
+    def ensure_state_topic(self) -> None:
+        """Create ``__transaction_state`` on first use with the topic configs Kafka gives it."""
+        broker = self.broker
+        if broker is None or broker.metadata is None or broker.metadata.get(rec.TRANSACTION_STATE_TOPIC) is not None:
+            return
+        configs = {
+            "cleanup.policy": "compact",
+            "compression.type": "uncompressed",
+            "min.insync.replicas": str(self.cfg("transaction.state.log.min.isr")),
+            "segment.bytes": str(self.cfg("transaction.state.log.segment.bytes")),
+            "unclean.leader.election.enable": "false",
+        }
+        broker.metadata.create_topic(rec.TRANSACTION_STATE_TOPIC, self.cfg("transaction.state.log.num.partitions"),
+                                     configs)
+
+    @property
+    def coordinator_epoch(self) -> int:
+        """Kafka's coordinator epoch is the leader epoch of the id's transaction-log partition."""
+        return max(self.broker.leader_epoch, 0) if self.broker is not None else 0
+
+    # ================================================================== lifecycle
+
+    async def startup(self) -> None:
+        """Replay ``__transaction_state``, finish transactions caught between prepare and complete,
+        and start the timeout / expiration timer."""
+        self._load_all()
+        self.active = True
+        if self.broker is not None:
+            trio.lowlevel.spawn_system_task(self._run, name="txn-coordinator-timer")
+
+    async def shutdown(self) -> None:
+        """Stop the timer; state is already in the log."""
+        self.active = False
+        if self._cancel is not None:
+            self._cancel.cancel()
+
+    async def _run(self) -> None:
+        with trio.CancelScope() as scope:
+            self._cancel = scope
+            interval = self.cfg("transaction.abort.timed.out.transaction.cleanup.interval.ms") / 1000
+            while self.active:
+                await trio.sleep(interval)
+                try:
+                    self.tick()
+                except Exception:  # a system task must never raise: it would take the broker down
+                    log.exception("Transaction coordinator timer failed")
+
+    def tick(self, now_ms: int | None = None) -> None:
+        """Abort timed-out transactions; now and then expire idle transactional ids."""
+        now = _now_ms() if now_ms is None else now_ms
+        self.abort_timed_out_transactions(now)
+        interval = self.cfg("transaction.remove.expired.transaction.cleanup.interval.ms") / 1000
+        if time.monotonic() - self._last_expiry_check >= interval:
+            self._last_expiry_check = time.monotonic()
+            self.remove_expired_transactional_ids(now)
+
+    def _load_all(self) -> None:
+        broker = self.broker
+        if broker is None or broker.metadata is None:
+            return
+        topic = broker.metadata.get(rec.TRANSACTION_STATE_TOPIC)
+        if topic is None:
+            return
+        for partition in range(topic.partitions):
+            plog = broker.partition_log(rec.TRANSACTION_STATE_TOPIC, partition)
+            if plog is None:
+                continue
+            for key, value in rec.read_records(plog):
+                txn_id = rec.decode_key(key)
+                if txn_id is None:
+                    continue
+                decoded = rec.decode_value(value)
+                if decoded is None:
+                    self.txns.pop(txn_id, None)
+                else:
+                    self.txns[txn_id] = TransactionMetadata.from_value(txn_id, decoded)
+        for meta in list(self.txns.values()):
+            # Kafka's TransactionStateManager.loadTransactionsForTxnTopicPartition: resend the
+            # markers of transactions that were prepared but not completed.
+            if meta.state in (TxnState.PREPARE_COMMIT, TxnState.PREPARE_ABORT):
+                log.info("Completing transaction %s (%s) found at load", meta.transactional_id,
+                         meta.state.display_name)
+                self._complete(meta, meta.state == TxnState.PREPARE_COMMIT, _now_ms())
+        log.info("Loaded %d transactional ids from %s", len(self.txns), rec.TRANSACTION_STATE_TOPIC)
+
+    # ================================================================== log writes
+
+    def _persist(self, meta: TransactionMetadata, now: int) -> None:
+        """Append `meta` to its transaction-log partition (TxnError if the write fails)."""
+        broker = self.broker
+        if broker is None:
+            return
+        self.ensure_state_topic()
+        plog = broker.partition_log(rec.TRANSACTION_STATE_TOPIC, self.partition_for(meta.transactional_id))
+        if plog is None:
+            raise TxnError(ErrorCode.COORDINATOR_NOT_AVAILABLE)
+        batch = rec.record_batch(rec.encode_key(meta.transactional_id), rec.encode_value(meta.to_value()), now)
+        try:
+            plog.append_as_coordinator(batch, broker.leader_epoch, now)
+        except Exception as exc:
+            log.exception("Writing transactional id %s to %s failed", meta.transactional_id, rec.TRANSACTION_STATE_TOPIC)
+            raise TxnError(ErrorCode.COORDINATOR_NOT_AVAILABLE, str(exc)) from exc
+
+    def _commit(self, new: TransactionMetadata, now: int) -> TransactionMetadata:
+        """Write a new state to the log, then make it the in-memory state."""
+        self._persist(new, now)
+        self.txns[new.transactional_id] = new
+        return new
+
+    @staticmethod
+    def _copy(meta: TransactionMetadata) -> TransactionMetadata:
+        new = copy.copy(meta)
+        new.partitions = set(meta.partitions)
+        return new
+
+    def _write_markers(self, meta: TransactionMetadata, commit: bool, now: int) -> None:
+        """Append a COMMIT/ABORT marker to every partition of the transaction."""
+        broker = self.broker
+        if broker is None:
+            return
+        kind = ControlRecordType.COMMIT if commit else ControlRecordType.ABORT
+        for topic, partition in sorted(meta.partitions):
+            plog = broker.partition_log(topic, partition)
+            if plog is None:
+                # the topic was deleted meanwhile: Kafka drops markers for unknown partitions
+                log.info("Skipping %s marker for %s-%s of %s: no such partition", kind.name, topic, partition,
+                         meta.transactional_id)
+                continue
+            batch = bytearray(build_end_txn_marker_batch(
+                kind, producer_id=meta.producer_id, producer_epoch=meta.producer_epoch,
+                coordinator_epoch=self.coordinator_epoch, timestamp=now))
+            try:
+                plog.append_as_coordinator(batch, broker.leader_epoch, now)
+            except Exception:
+                # Kafka's marker handler gives up on a partition that fences the marker
+                # (INVALID_PRODUCER_EPOCH, TRANSACTION_COORDINATOR_FENCED); the rest still complete.
+                log.exception("Writing the %s marker of %s to %s-%s failed", kind.name, meta.transactional_id,
+                              topic, partition)
+                continue
+            if topic == self.groups.offsets_topic:
+                self.groups.complete(meta.producer_id, partition, commit)
+        broker.notify_appended()
+
+    def _complete(self, meta: TransactionMetadata, commit: bool, now: int) -> TransactionMetadata:
+        """Markers, then CompleteCommit/CompleteAbort with no partitions."""
+        self._write_markers(meta, commit, now)
+        done = self._copy(meta)
+        done.transition(TxnState.COMPLETE_COMMIT if commit else TxnState.COMPLETE_ABORT)
+        done.partitions = set()
+        done.txn_last_update_timestamp = now
+        return self._commit(done, now)
+
+    # ================================================================== InitProducerId
+
+    async def init_producer_id(self, ctx: Any, header: Any, request: Any) -> Any:
+        """InitProducerId with a transactional id (called by handlers/producer_ids.py)."""
+        from ..wire.protocol import response_class  # noqa: PLC0415
+
+        response = response_class(22)
+        version = header.api_version
+        expected_pid = request.producer_id if version >= 3 else NO_PRODUCER_ID
+        expected_epoch = request.producer_epoch if version >= 3 else NO_PRODUCER_EPOCH
+        try:
+            pid, epoch = self.handle_init_producer_id(request.transactional_id, request.transaction_timeout_ms,
+                                                      expected_pid, expected_epoch)
+        except TxnError as exc:
+            code = exc.code
+            if code == ErrorCode.PRODUCER_FENCED and version < 4:
+                # PRODUCER_FENCED exists from InitProducerId v4 (KIP-588); older clients know INVALID_PRODUCER_EPOCH
+                code = ErrorCode.INVALID_PRODUCER_EPOCH
+            return response(throttle_time_ms=0, error_code=int(code), producer_id=-1, producer_epoch=-1)
+        return response(throttle_time_ms=0, error_code=0, producer_id=pid, producer_epoch=epoch)
+
+    def handle_init_producer_id(self, transactional_id: str, timeout_ms: int, expected_pid: int,
+                                expected_epoch: int, now: int | None = None) -> tuple[int, int]:
+        """(producer id, epoch) for a transactional producer; TxnError otherwise (KIP-360/KIP-588 rules)."""
+        now = _now_ms() if now is None else now
+        if not transactional_id:
+            raise TxnError(ErrorCode.INVALID_REQUEST)
+        if timeout_ms <= 0 or timeout_ms > self.cfg("transaction.max.timeout.ms"):
+            raise TxnError(ErrorCode.INVALID_TRANSACTION_TIMEOUT)
+        if (expected_pid == NO_PRODUCER_ID) != (expected_epoch == NO_PRODUCER_EPOCH):
+            raise TxnError(ErrorCode.INVALID_REQUEST)
+        expected = None if expected_pid == NO_PRODUCER_ID else (expected_pid, expected_epoch)
+        meta = self.txns.get(transactional_id)
+        if meta is None:
+            meta = TransactionMetadata(transactional_id, self._new_producer_id(), NO_PRODUCER_EPOCH, timeout_ms,
+                                       TxnState.EMPTY, set(), -1, now)
+        if expected is not None and not self._valid_producer_id(meta, expected):
+            raise TxnError(ErrorCode.PRODUCER_FENCED)
+        state = meta.state
+        if state in (TxnState.PREPARE_COMMIT, TxnState.PREPARE_ABORT):
+            raise TxnError(ErrorCode.CONCURRENT_TRANSACTIONS)
+        if state == TxnState.ONGOING:
+            # Abort the open transaction under a bumped epoch (fencing the old producer) and make the
+            # client retry; the retry bumps the epoch once more (Kafka never returns the fence epoch).
+            self._fence_and_abort(meta, now)
+            raise TxnError(ErrorCode.CONCURRENT_TRANSACTIONS)
+        if state not in (TxnState.EMPTY, TxnState.COMPLETE_COMMIT, TxnState.COMPLETE_ABORT):
+            raise TxnError(ErrorCode.CONCURRENT_TRANSACTIONS)
+        new = self._copy(meta)
+        if is_epoch_exhausted(meta.producer_epoch):
+            new.previous_producer_id = meta.producer_id
+            new.producer_id = self._new_producer_id()
+            new.producer_epoch = 0
+            new.last_producer_epoch = meta.producer_epoch if expected is not None else NO_PRODUCER_EPOCH
+        else:
+            bumped = meta.producer_epoch + 1
+            if expected is None:
+                new.producer_epoch, new.last_producer_epoch = bumped, NO_PRODUCER_EPOCH
+            elif meta.producer_epoch == NO_PRODUCER_EPOCH or expected[1] == meta.producer_epoch:
+                new.producer_epoch, new.last_producer_epoch = bumped, meta.producer_epoch
+            elif expected[1] == meta.last_producer_epoch:
+                pass  # a retry of the bump we already did: answer the same epoch
+            else:
+                raise TxnError(ErrorCode.PRODUCER_FENCED)
+        new.txn_timeout_ms = timeout_ms
+        new.transition(TxnState.EMPTY)
+        new.partitions = set()
+        new.txn_start_timestamp = -1
+        new.txn_last_update_timestamp = now
+        self._commit(new, now)
+        return new.producer_id, new.producer_epoch
+
+    @staticmethod
+    def _valid_producer_id(meta: TransactionMetadata, expected: tuple[int, int]) -> bool:
+        # Fresh metadata, the current id, or the previous id with an exhausted epoch (a retry of the
+        # InitProducerId that rotated the id) may continue; anything else is a fenced zombie.
+        pid, epoch = expected
+        return (meta.producer_epoch == NO_PRODUCER_EPOCH or pid == meta.producer_id
+                or (pid == meta.previous_producer_id and is_epoch_exhausted(epoch)))
+
+    def _new_producer_id(self) -> int:
+        broker = self.broker
+        if broker is None or broker.producer_ids is None:
+            raise TxnError(ErrorCode.COORDINATOR_NOT_AVAILABLE)
+        return broker.producer_ids.generate()
+
+    def _fence_and_abort(self, meta: TransactionMetadata, now: int) -> None:
+        """Bump the epoch of an Ongoing transaction (PrepareEpochFence) and abort it with that epoch."""
+        fenced = self._copy(meta)
+        fenced.transition(TxnState.PREPARE_EPOCH_FENCE)
+        if fenced.producer_epoch < 2**15 - 1:
+            fenced.producer_epoch += 1
+        fenced.last_producer_epoch = NO_PRODUCER_EPOCH
+        self._end(fenced, commit=False, now=now)
+
+    # ================================================================== AddPartitions / AddOffsets
+
+    def _validate_producer(self, transactional_id: str, producer_id: int, producer_epoch: int) -> TransactionMetadata:
+        meta = self.txns.get(transactional_id)
+        if meta is None or meta.producer_id != producer_id:
+            raise TxnError(ErrorCode.INVALID_PRODUCER_ID_MAPPING)
+        if meta.producer_epoch != producer_epoch:
+            raise TxnError(ErrorCode.PRODUCER_FENCED)
+        return meta
+
+    def add_partitions(self, transactional_id: str, producer_id: int, producer_epoch: int,
+                       partitions: Iterable[tuple[str, int]], now: int | None = None) -> None:
+        """Add partitions to the producer's transaction (starting it); TxnError on refusal."""
+        now = _now_ms() if now is None else now
+        parts = set(partitions)
+        meta = self._validate_producer(transactional_id, producer_id, producer_epoch)
+        if meta.state in (TxnState.PREPARE_COMMIT, TxnState.PREPARE_ABORT):
+            raise TxnError(ErrorCode.CONCURRENT_TRANSACTIONS)
+        if meta.state == TxnState.ONGOING and parts <= meta.partitions:
+            return
+        new = self._copy(meta)
+        if meta.state in (TxnState.EMPTY, TxnState.COMPLETE_COMMIT, TxnState.COMPLETE_ABORT):
+            new.txn_start_timestamp = now
+        new.transition(TxnState.ONGOING)
+        new.partitions |= parts
+        new.txn_last_update_timestamp = now
+        self._commit(new, now)
+
+    def verify_partitions(self, transactional_id: str, producer_id: int, producer_epoch: int,
+                          partitions: Iterable[tuple[str, int]]) -> dict[tuple[str, int], ErrorCode]:
+        """AddPartitionsToTxn verify_only (KIP-890): which partitions are already in the transaction."""
+        parts = list(partitions)
+        try:
+            meta = self._validate_producer(transactional_id, producer_id, producer_epoch)
+        except TxnError as exc:
+            return dict.fromkeys(parts, exc.code)
+        if meta.state in (TxnState.PREPARE_COMMIT, TxnState.PREPARE_ABORT):
+            return dict.fromkeys(parts, ErrorCode.CONCURRENT_TRANSACTIONS)
+        ongoing = meta.state == TxnState.ONGOING
+        return {p: ErrorCode.NONE if ongoing and p in meta.partitions else ErrorCode.INVALID_TXN_STATE for p in parts}
+
+    def add_offsets(self, transactional_id: str, producer_id: int, producer_epoch: int, group_id: str,
+                    now: int | None = None) -> None:
+        """AddOffsetsToTxn: the group's ``__consumer_offsets`` partition joins the transaction."""
+        partition = self.groups.partition_for(group_id)
+        if partition is None:
+            raise TxnError(ErrorCode.COORDINATOR_NOT_AVAILABLE)
+        self.add_partitions(transactional_id, producer_id, producer_epoch, [(self.groups.offsets_topic, partition)], now)
+
+    # ================================================================== EndTxn
+
+    def end_transaction(self, transactional_id: str, producer_id: int, producer_epoch: int, commit: bool,
+                        now: int | None = None) -> TransactionMetadata:
+        """EndTxn from a client: commit or abort the Ongoing transaction (TxnError on refusal)."""
+        now = _now_ms() if now is None else now
+        meta = self.txns.get(transactional_id)
+        if meta is None or meta.producer_id != producer_id:
+            raise TxnError(ErrorCode.INVALID_PRODUCER_ID_MAPPING)
+        if producer_epoch != meta.producer_epoch:
+            raise TxnError(ErrorCode.PRODUCER_FENCED)
+        state = meta.state
+        if state == TxnState.ONGOING:
+            return self._end(meta, commit, now)
+        if state == TxnState.COMPLETE_COMMIT and commit or state == TxnState.COMPLETE_ABORT and not commit:
+            return meta  # a retry of an EndTxn that already finished
+        if state == TxnState.PREPARE_COMMIT and commit or state == TxnState.PREPARE_ABORT and not commit:
+            raise TxnError(ErrorCode.CONCURRENT_TRANSACTIONS)
+        raise TxnError(ErrorCode.INVALID_TXN_STATE,
+                       f"TransactionalId {transactional_id} is in state {state.display_name}")
+
+    def _end(self, meta: TransactionMetadata, commit: bool, now: int) -> TransactionMetadata:
+        prepared = self._copy(meta)
+        prepared.transition(TxnState.PREPARE_COMMIT if commit else TxnState.PREPARE_ABORT)
+        prepared.txn_last_update_timestamp = now
+        self._commit(prepared, now)
+        return self._complete(prepared, commit, now)
+
+    # ================================================================== timeouts / expiration
+
+    def abort_timed_out_transactions(self, now: int) -> list[str]:
+        """Abort (with a fencing epoch bump) every Ongoing transaction older than its timeout."""
+        aborted = []
+        for meta in list(self.txns.values()):
+            if meta.state == TxnState.ONGOING and meta.txn_start_timestamp + meta.txn_timeout_ms < now:
+                log.info("Aborting transaction %s of producer %d (epoch %d): timed out after %d ms",
+                         meta.transactional_id, meta.producer_id, meta.producer_epoch, meta.txn_timeout_ms)
+                try:
+                    self._fence_and_abort(meta, now)
+                except TxnError:
+                    log.exception("Aborting timed-out transaction %s failed", meta.transactional_id)
+                    continue
+                aborted.append(meta.transactional_id)
+        return aborted
+
+    def remove_expired_transactional_ids(self, now: int) -> list[str]:
+        """Forget ids idle for transactional.id.expiration.ms (a tombstone in the log)."""
+        expiration = self.cfg("transactional.id.expiration.ms")
+        gone = []
+        for meta in list(self.txns.values()):
+            if meta.state in (TxnState.EMPTY, TxnState.COMPLETE_COMMIT, TxnState.COMPLETE_ABORT) \
+                    and meta.txn_last_update_timestamp + expiration <= now:
+                broker = self.broker
+                if broker is not None:
+                    plog = broker.partition_log(rec.TRANSACTION_STATE_TOPIC, self.partition_for(meta.transactional_id))
+                    if plog is None:
+                        continue
+                    batch = rec.record_batch(rec.encode_key(meta.transactional_id), None, now)
+                    try:
+                        plog.append_as_coordinator(batch, broker.leader_epoch, now)
+                    except Exception:
+                        log.exception("Writing the tombstone of %s failed", meta.transactional_id)
+                        continue
+                del self.txns[meta.transactional_id]
+                gone.append(meta.transactional_id)
+        return gone
+
+    # ================================================================== TxnOffsetCommit
+
+    def txn_offset_commit(self, transactional_id: str, group_id: str, producer_id: int, producer_epoch: int,
+                          generation_id: int, member_id: str, instance_id: str | None, api_version: int,
+                          commits: list[tuple[str, int, int, int, str | None]], now: int | None = None) -> ErrorCode:
+        """Write offsets of a transaction to the group's partition; they count once it commits."""
+        now = _now_ms() if now is None else now
+        meta = self.txns.get(transactional_id)
+        if meta is None or meta.producer_id != producer_id:
+            return ErrorCode.INVALID_PRODUCER_ID_MAPPING
+        if meta.producer_epoch != producer_epoch:
+            return ErrorCode.INVALID_PRODUCER_EPOCH
+        code = self.groups.validate(group_id, generation_id, member_id, instance_id, api_version)
+        if code != ErrorCode.NONE:
+            return code
+        return self.groups.append_pending(group_id, producer_id, producer_epoch, commits, now)
+
+    # ================================================================== admin
+
+    def describe(self, transactional_id: str) -> TransactionMetadata | None:
+        """The state of one transactional id (None if unknown)."""
+        return self.txns.get(transactional_id)
+
+    def list_transactions(self, states: list[str], producer_ids: list[int], duration_ms: int,
+                          pattern: str | None, now: int | None = None) -> tuple[list[str], list[TransactionMetadata]]:
+        """(unknown state filters, matching transactions) for ListTransactions."""
+        now = _now_ms() if now is None else now
+        unknown = [s for s in states if s not in STATE_BY_NAME]
+        wanted = {STATE_BY_NAME[s] for s in states if s in STATE_BY_NAME}
+        regex = re.compile(pattern) if pattern else None
+        out = []
+        for meta in self.txns.values():
+            if states and meta.state not in wanted:
+                continue
+            if producer_ids and meta.producer_id not in producer_ids:
+                continue
+            if duration_ms >= 0 and (meta.state != TxnState.ONGOING or now - meta.txn_start_timestamp < duration_ms):
+                continue
+            if regex is not None and not regex.fullmatch(meta.transactional_id):
+                continue
+            out.append(meta)
+        return unknown, out
+
+    def transaction_of_producer(self, producer_id: int) -> TransactionMetadata | None:
+        """The transactional id's state that currently owns `producer_id`, if any."""
+        for meta in self.txns.values():
+            if meta.producer_id == producer_id:
+                return meta
+        return None
+
+
+def describe_value(meta: TransactionMetadata) -> dict[str, Any]:
+    """A plain dict of a transaction's state (logs, tests)."""
+    return {
+        "transactional_id": meta.transactional_id,
+        "producer_id": meta.producer_id,
+        "producer_epoch": meta.producer_epoch,
+        "state": meta.state.display_name,
+        "partitions": sorted(meta.partitions),
+    }
