@@ -3,7 +3,10 @@
 #   * Debian packages: kcat (a librdkafka CLI client), and a JDK + Maven if the machine lacks them;
 #   * the official Apache Kafka jars (4.1.1 and 3.9.1), resolved by Maven from compat-tests/pom.xml
 #     into .cache/m2, with each release's runtime classpath written to .cache/kafka-<version>.classpath;
-#   * the Java client driver (compat-tests/java), compiled into .cache/java-driver/.
+#   * Spark's Kafka connector (spark-sql-kafka-0-10) from compat-tests/spark-pom.xml, its classpath
+#     written to .cache/spark-kafka.classpath;
+#   * the Java client driver (compat-tests/java), compiled into .cache/java-driver/, and JVM
+#     class-data-sharing archives for Kafka's tools in .cache/cds/.
 # Idempotent and quick when everything is cached: each step checks before it downloads.
 # Called by .ci/run and by the README's test command; safe to run by hand.
 set -euo pipefail
@@ -77,9 +80,39 @@ for v in "${KAFKA_VERSIONS[@]}"; do
   echo "$want" >"$stamp"
 done
 
-# --- Java client driver ----------------------------------------------------------------------
-if compgen -G "compat-tests/java/*.java" >/dev/null; then
-  python3 compat-tests/kafka_oracle.py build-driver >&2
+# --- Spark's Kafka connector (issue #10) --------------------------------------------------------
+# spark-sql-kafka-0-10 and its runtime jars for the PySpark pipeline tests, from their own pom so the
+# broker classpaths above stay Spark-free. Same reuse rule (stamp = pom hash + every jar present).
+# The tests pass these jars to Spark with spark.jars: nothing is fetched while tests run.
+SPARK_POM=compat-tests/spark-pom.xml
+if [[ -f $SPARK_POM ]]; then
+  spark_cp=$CACHE/spark-kafka.classpath
+  spark_stamp=$CACHE/spark-kafka.stamp
+  spark_want="$(sha256sum "$SPARK_POM" | cut -c1-16) spark-kafka"
+  if ! classpath_ok "$spark_cp" "$spark_stamp" "$spark_want"; then
+    log "resolving Spark's Kafka connector jars with Maven (first run downloads ~45 MB)"
+    spark_tmp=$spark_cp.tmp.$$
+    spark_ok=0
+    for attempt in 1 2; do
+      if mvn -B -q -f "$SPARK_POM" -Dmaven.repo.local="$M2" \
+          dependency:build-classpath -Dmdep.outputFile="$spark_tmp" >"$CACHE/mvn-spark.log" 2>&1; then
+        spark_ok=1
+        break
+      fi
+      log "maven attempt $attempt for the Spark connector failed; see $CACHE/mvn-spark.log"
+    done
+    if ((!spark_ok)); then
+      tail -n 40 "$CACHE/mvn-spark.log" >&2
+      exit 1
+    fi
+    mv "$spark_tmp" "$spark_cp"
+    echo "$spark_want" >"$spark_stamp"
+  fi
 fi
+
+# --- Java client driver and class-data archives -----------------------------------------------
+# Compiles compat-tests/java into a jar per Kafka version and records the JVM class-data archives
+# that make DumpLogSegments / StorageTool start faster (both skipped when already there).
+python3 compat-tests/kafka_oracle.py warm-up >&2
 
 log "ok: kcat $(command -v kcat), java $(java -version 2>&1 | head -n1), classpaths in $CACHE"
