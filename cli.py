@@ -19,6 +19,7 @@ def _serve(args: argparse.Namespace) -> int:
     from .broker import Broker
     from .config import BrokerConfig, ConfigError
     from .handlers.registry import load_handlers
+    from .logging_setup import apply_logging
     from .server import run_broker
 
     try:
@@ -26,6 +27,7 @@ def _serve(args: argparse.Namespace) -> int:
     except (ConfigError, OSError) as exc:
         print(f"odradek serve: {exc}", file=sys.stderr)
         return 1
+    apply_logging(config)  # odradek.log.levels / odradek.log.format
     from .kraft.log import MetadataLogError
     from .kraft.store import UnservableMetadataError
     from .storage import StorageError

@@ -19,6 +19,7 @@ from typing import TYPE_CHECKING
 import trio
 
 from .handlers.registry import RequestContext, dispatch
+from .metrics import start_metrics
 from .wire.errors import ProtocolError
 from .wire.frames import FrameSplitter
 from .wire.records import FileSlice
@@ -54,6 +55,9 @@ class Connection:
     async def run(self) -> None:
         idle_s = int(self.broker.config.get("connections.max.idle.ms")) / 1000
         stream = self.stream
+        metrics = getattr(self.broker, "metrics", None)
+        if metrics is not None:
+            metrics.connection_opened(self.listener_name)
         try:
             while True:
                 frame = self.splitter.next_frame()
@@ -78,6 +82,8 @@ class Connection:
             # A bug in one request must not take the broker down: drop this connection only.
             log.exception("Closing connection from %s after an internal error", self.peer)
         finally:
+            if metrics is not None:
+                metrics.connection_closed(self.listener_name)
             with trio.CancelScope(shield=True):
                 await stream.aclose()
 
@@ -132,7 +138,16 @@ class Connection:
 
 
 async def serve_listeners(broker: Broker, *, task_status=trio.TASK_STATUS_IGNORED) -> None:
-    """Bind every listener and serve connections until cancelled."""
+    """Bind every listener and serve connections until cancelled (and /metrics when configured)."""
+    broker.metrics = start_metrics(broker)
+    try:
+        await _serve_listeners(broker, task_status)
+    finally:
+        if broker.metrics is not None:
+            broker.metrics.stop_endpoint()
+
+
+async def _serve_listeners(broker: Broker, task_status) -> None:
     async with trio.open_nursery() as nursery:
         bound: list[tuple[str, int]] = []
         for listener in broker.config.listeners:

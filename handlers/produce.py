@@ -83,6 +83,8 @@ async def handle_produce(ctx: RequestContext, header, request) -> object | None:
                 partitions.append(_partition_error(index, code, str(exc) or None))
                 continue
             appended = True
+            if (metrics := getattr(broker, "metrics", None)) is not None:  # BytesIn/MessagesInPerSec
+                metrics.produced(topic.name, info.num_records, len(records))
             if partition_log.needs_flush():
                 flush_logs.append(partition_log)
             partitions.append(

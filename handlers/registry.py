@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import importlib
 import logging
+import time
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
@@ -117,6 +118,7 @@ async def dispatch(ctx: RequestContext, frame: memoryview) -> list | None:
     if handler is None or not handler.serves(header.api_version):
         return _unsupported(ctx, header, handler)
     request = decode_request(frame)
+    started = time.perf_counter()
     try:
         body = await handler.func(ctx, request.header, request.body)
     except ProtocolError:
@@ -129,9 +131,13 @@ async def dispatch(ctx: RequestContext, frame: memoryview) -> list | None:
             ctx.peer,
         )
         raise ProtocolError("handler failed") from None
-    if body is None:
-        return None
-    return encode_response(header.api_key, header.api_version, header.correlation_id, body)
+    response = (
+        None if body is None else encode_response(header.api_key, header.api_version, header.correlation_id, body)
+    )
+    metrics = getattr(ctx.broker, "metrics", None)
+    if metrics is not None:  # Prometheus RequestsPerSec / TotalTimeMs (odradek.metrics)
+        metrics.request_done(header.api_key, header.api_version, time.perf_counter() - started)
+    return response
 
 
 def _unsupported(ctx: RequestContext, header: RequestHeader, handler: ApiHandler | None) -> list:
