@@ -35,6 +35,7 @@ import subprocess
 import sys
 import tempfile
 import time
+import zipfile
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -66,6 +67,12 @@ FAST_JVM_OPTS: tuple[str, ...] = (
     "-XX:-UsePerfData",
     "-Xshare:auto",
     "-Djava.awt.headless=true",
+    # The JVM's own warnings go to stdout by default, where they would corrupt the output of
+    # tools and the driver that tests parse: send them to stderr, and silence the class-data
+    # sharing chatter entirely (a stale archive is simply not used, see _cds_args).
+    "-Xlog:disable",
+    "-Xlog:all=warning:stderr",
+    "-Xlog:cds*=off:stderr",
 )
 BROKER_HEAP = ("-Xms64m", "-Xmx512m")
 TOOL_HEAP = ("-Xmx256m",)
@@ -231,27 +238,47 @@ def _log_config_args(version: str, dest: Path | None, *, level: str = "INFO") ->
     return [f"-Dlog4j.configuration=file:{conf}"]
 
 
-def _cds_args(kind: str, classpath: str) -> tuple[list[str], Path | None]:
+def _cds_archive(kind: str, classpath: str) -> Path:
+    """Where the class-data archive of ``kind`` for this JVM and ``classpath`` lives."""
+    java = Path(java_bin("java")).resolve()
+    key = hashlib.sha256(f"{java}\0{java.stat().st_mtime_ns}\0{classpath}".encode()).hexdigest()[:16]
+    return CACHE_DIR / "cds" / f"{kind}-{key}.jsa"
+
+
+def _cds_args(kind: str, classpath: str, *, record: bool) -> tuple[list[str], Path | None]:
     """JVM flags for a dynamic AppCDS archive of ``kind`` on ``classpath``, and a pending path.
 
     Class-data sharing maps the classes a previous run loaded from an archive instead of
-    parsing and verifying them again; measured here it takes 1-3 s off a broker start.
-    If the archive exists it is used; otherwise this run records one into a pending file that
-    the caller publishes (renames to ``<kind>-<key>.jsa``) after a normal exit. The key covers
-    the JVM and the classpath, which the archive is only valid for. A stale or broken archive
-    is harmless: the JVM then warns on stdout and runs without it, so this is used only for
-    processes whose stdout is not parsed. ``ODRADEK_NO_CDS=1`` turns it off.
+    parsing and verifying them again; measured here it takes 30-40 % off a broker start and
+    about as much off a DumpLogSegments run. If the archive exists it is used. Otherwise, with
+    ``record``, this run records one into a pending file that :func:`_publish_cds` renames to
+    ``.cache/cds/<kind>-<key>.jsa`` after a normal exit. Only processes whose stdout nobody
+    parses record (the broker, the persistent driver), because a failed dump at exit may print
+    to stdout; archives for the tools are recorded by :func:`warm_up` (``fetch-tools.sh``).
+    The key covers the JVM and the classpath, which an archive is only valid for; a stale or
+    broken archive is harmless (the JVM silently runs without it). ``ODRADEK_NO_CDS=1`` turns
+    all of this off.
     """
     if os.environ.get("ODRADEK_NO_CDS"):
         return [], None
-    java = Path(java_bin("java")).resolve()
-    key = hashlib.sha256(f"{java}\0{java.stat().st_mtime_ns}\0{classpath}".encode()).hexdigest()[:16]
-    archive = CACHE_DIR / "cds" / f"{kind}-{key}.jsa"
+    archive = _cds_archive(kind, classpath)
     if archive.is_file():
         return [f"-XX:SharedArchiveFile={archive}"], None
+    if not record:
+        return [], None
     archive.parent.mkdir(parents=True, exist_ok=True)
-    pending = archive.with_name(f"{kind}-{key}.{os.getpid()}-{time.monotonic_ns()}.pending")
+    pending = archive.with_name(f"{archive.stem}.{os.getpid()}-{time.monotonic_ns()}.pending")
     return [f"-XX:ArchiveClassesAtExit={pending}"], pending
+
+
+def _publish_cds(pending: Path | None, ok: bool) -> None:
+    """Move a recorded archive into place if its JVM exited normally; else drop it."""
+    if pending is None or not pending.exists():
+        return
+    if ok and pending.stat().st_size > 0:
+        pending.replace(pending.with_name(pending.name.split(".")[0] + ".jsa"))
+    else:
+        pending.unlink(missing_ok=True)
 
 
 def run_java_tool(
@@ -261,20 +288,32 @@ def run_java_tool(
     version: str = DEFAULT_KAFKA_VERSION,
     timeout: float = 120.0,
     extra_classpath: Sequence[str | Path] = (),
+    record_cds: bool = False,
 ) -> subprocess.CompletedProcess[str]:
-    """Run ``main_class`` from the Kafka ``version`` jars; stdout/stderr captured as text."""
+    """Run ``main_class`` from the Kafka ``version`` jars; stdout/stderr captured as text.
+
+    ``record_cds`` is for :func:`warm_up` only: it records the class-data archive later runs use.
+    """
     cp = os.pathsep.join([*(str(p) for p in extra_classpath), kafka_classpath(version)])
+    cds_args, pending = _cds_args(f"tool-{main_class.rsplit('.', 1)[-1]}", cp, record=record_cds)
     cmd = [
         java_bin("java"),
         *FAST_JVM_OPTS,
         *TOOL_HEAP,
+        *cds_args,
         *_log_config_args(version, None),
         "-cp",
         cp,
         main_class,
         *args,
     ]
-    return subprocess.run(cmd, capture_output=True, text=True, timeout=timeout, stdin=subprocess.DEVNULL)
+    ok = False
+    try:
+        proc = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout, stdin=subprocess.DEVNULL)
+        ok = proc.returncode == 0
+        return proc
+    finally:
+        _publish_cds(pending, ok)
 
 
 def dump_log_segments(
@@ -617,7 +656,7 @@ class KafkaBroker(BrokerProcess):
             )
 
     def _command(self) -> list[str]:
-        cds_args, self._cds_pending = _cds_args("broker", kafka_classpath(self.version))
+        cds_args, self._cds_pending = _cds_args("broker", kafka_classpath(self.version), record=True)
         return [
             java_bin("java"),
             *FAST_JVM_OPTS,
@@ -635,15 +674,9 @@ class KafkaBroker(BrokerProcess):
         return metadata_broker_count(self.host, self.port) > 0
 
     def _exited(self) -> None:
-        # The JVM writes the class-data archive only when it exits normally (SIGTERM included);
-        # publish it under its final name so later starts use it, or drop a partial one.
+        # The JVM writes the class-data archive only when it exits normally (SIGTERM included).
         pending, self._cds_pending = self._cds_pending, None
-        if pending is None or not pending.exists():
-            return
-        if self.proc is not None and self.proc.returncode in (0, 143) and pending.stat().st_size > 0:
-            pending.replace(pending.with_name(pending.name.split(".")[0] + ".jsa"))
-        else:
-            pending.unlink(missing_ok=True)
+        _publish_cds(pending, self.proc is not None and self.proc.returncode in (0, 143))
 
     def _log_files(self) -> list[Path]:
         return [self.console_log, self.server_log]
@@ -662,10 +695,11 @@ def _clients_jar(version: str) -> str:
 
 
 def build_java_driver(version: str = DEFAULT_KAFKA_VERSION) -> Path:
-    """Compile ``compat-tests/java/*.java`` against kafka-clients ``version`` (cached by source hash).
+    """Compile ``compat-tests/java/*.java`` against kafka-clients ``version`` into a jar.
 
-    Returns the class output directory. Rebuilt only when a source file changes, so the first
-    test pays ~2 s of javac and later runs nothing.
+    Returns ``.cache/java-driver/<version>/kafka-driver-<source hash>.jar``; rebuilt only when a
+    source file changes, so the first test pays ~2-4 s of javac and later runs nothing. A jar,
+    not a class directory, because class-data sharing refuses directories on the classpath.
     """
     sources = sorted(JAVA_SRC_DIR.glob("*.java"))
     if not sources:
@@ -673,39 +707,32 @@ def build_java_driver(version: str = DEFAULT_KAFKA_VERSION) -> Path:
     digest = hashlib.sha256()
     for src in sources:
         digest.update(src.name.encode() + b"\0" + src.read_bytes())
-    out = CACHE_DIR / "java-driver" / version / digest.hexdigest()[:16]
-    if (out / ".built").is_file():
-        return out
+    jar = CACHE_DIR / "java-driver" / version / f"kafka-driver-{digest.hexdigest()[:16]}.jar"
+    if jar.is_file():
+        return jar
     javac = java_bin("javac")
-    tmp = out.with_name(out.name + f".tmp{os.getpid()}")
-    shutil.rmtree(tmp, ignore_errors=True)
-    tmp.mkdir(parents=True)
-    proc = subprocess.run(
-        [
-            javac,
-            "-nowarn",
-            "--release",
-            "17",
-            "-cp",
-            _clients_jar(version),
-            "-d",
-            str(tmp),
-            *map(str, sources),
-        ],
-        capture_output=True,
-        text=True,
-        timeout=300,
-    )
-    if proc.returncode != 0:
-        shutil.rmtree(tmp, ignore_errors=True)
-        raise RuntimeError(f"javac failed:\n{proc.stdout}\n{proc.stderr}")
-    (tmp / ".built").write_text("ok\n")
-    # Rename into place so a concurrent build (xdist, two terminals) never sees half a tree.
-    try:
-        tmp.rename(out)
-    except OSError:
-        shutil.rmtree(tmp, ignore_errors=True)
-    return out
+    with tempfile.TemporaryDirectory(prefix="kafka-driver-") as tmp:
+        classes = Path(tmp) / "classes"
+        proc = subprocess.run(
+            [javac, "-nowarn", "--release", "17", "-cp", _clients_jar(version), "-d", str(classes)]
+            + [str(src) for src in sources],
+            capture_output=True,
+            text=True,
+            timeout=300,
+        )
+        if proc.returncode != 0:
+            raise RuntimeError(f"javac failed:\n{proc.stdout}\n{proc.stderr}")
+        jar.parent.mkdir(parents=True, exist_ok=True)
+        # A jar on a classpath is a plain zip of the class tree; no manifest is needed.
+        partial = Path(tmp) / jar.name
+        with zipfile.ZipFile(partial, "w", zipfile.ZIP_DEFLATED) as zf:
+            for path in sorted(classes.rglob("*.class")):
+                zf.write(path, path.relative_to(classes).as_posix())
+        # Copy, then rename into place: a concurrent build never sees half a jar.
+        staged = jar.with_name(f"{jar.name}.{os.getpid()}.tmp")
+        shutil.copyfile(partial, staged)
+        staged.replace(jar)
+    return jar
 
 
 @dataclass
@@ -770,20 +797,24 @@ class JavaClient:
         self._proc: subprocess.Popen[bytes] | None = None
         self._stderr: IO[bytes] | None = None
         self._buf = b""
+        self._cds_pending: Path | None = None
 
-    def command(self, *args: str) -> list[str]:
+    def command(self, *args: str, jvm_opts: Sequence[str] = ()) -> list[str]:
         """The java command line for ``KafkaDriver <args>`` (no ``--bootstrap`` added)."""
-        classes = build_java_driver(self.version)
         return [
             java_bin("java"),
             *FAST_JVM_OPTS,
             *TOOL_HEAP,
+            *jvm_opts,
             *_log_config_args(self.version, None),
             "-cp",
-            os.pathsep.join([str(classes), kafka_classpath(self.version)]),
+            self._classpath(),
             "KafkaDriver",
             *args,
         ]
+
+    def _classpath(self) -> str:
+        return os.pathsep.join([str(build_java_driver(self.version)), kafka_classpath(self.version)])
 
     def run(self, *args: str, timeout: float = 120.0) -> list[dict[str, object]]:
         """Run one driver command and return its JSON lines; :class:`JavaClientError` on failure."""
@@ -791,10 +822,20 @@ class JavaClient:
         if self.persistent:
             rc, lines, stderr = self._run_in_server(full, timeout)
         else:
-            proc = subprocess.run(
-                self.command(*full), capture_output=True, text=True, timeout=timeout, stdin=subprocess.DEVNULL
-            )
-            rc, stderr = proc.returncode, proc.stderr
+            cds_args, pending = _cds_args("driver", self._classpath(), record=False)
+            rc = -1
+            try:
+                proc = subprocess.run(
+                    self.command(*full, jvm_opts=cds_args),
+                    capture_output=True,
+                    text=True,
+                    timeout=timeout,
+                    stdin=subprocess.DEVNULL,
+                )
+                rc, stderr = proc.returncode, proc.stderr
+            finally:
+                # Exit codes 0 and 1 both come from System.exit: the archive was written.
+                _publish_cds(pending, rc in (0, 1))
             lines = [json.loads(line) for line in proc.stdout.splitlines() if line.strip()]
         if rc != 0:
             last = lines[-1] if lines else None
@@ -817,7 +858,7 @@ class JavaClient:
                 if obj.keys() == {"done"}:
                     return int(obj["done"]), lines, self._stderr_tail()  # type: ignore[call-overload]
                 lines.append(obj)
-        except (OSError, TimeoutError, ValueError) as exc:
+        except (OSError, EOFError, TimeoutError, ValueError) as exc:
             # A hung or dead driver JVM is replaced on the next call.
             tail = self._stderr_tail()
             self.close(kill=True)
@@ -827,8 +868,9 @@ class JavaClient:
         self.close(kill=True)
         self._stderr = tempfile.TemporaryFile()
         self._buf = b""
+        cds_args, self._cds_pending = _cds_args("driver", self._classpath(), record=True)
         self._proc = subprocess.Popen(
-            self.command("serve"),
+            self.command("serve", jvm_opts=cds_args),
             stdin=subprocess.PIPE,
             stdout=subprocess.PIPE,
             stderr=self._stderr,
@@ -866,12 +908,15 @@ class JavaClient:
             if not kill and proc.stdin is not None:
                 try:
                     proc.stdin.close()
-                    proc.wait(10)
+                    # Generous: a JVM recording its class-data archive writes it at exit.
+                    proc.wait(30)
                 except (OSError, subprocess.TimeoutExpired):
                     pass
             if proc.poll() is None:
                 proc.kill()
                 proc.wait()
+            pending, self._cds_pending = self._cds_pending, None
+            _publish_cds(pending, proc.returncode == 0)
             for stream in (proc.stdin, proc.stdout):
                 if stream is not None and not stream.closed:
                     stream.close()
@@ -1041,6 +1086,37 @@ class JavaClient:
         return {int(k): v for k, v in res["offsets"].items()}  # type: ignore[union-attr]
 
 
+def warm_up(version: str = DEFAULT_KAFKA_VERSION) -> None:
+    """Compile the Java driver and record the tools' class-data archives for ``version``.
+
+    Run by ``.ci/fetch-tools.sh`` so that tests never pay for recording (and never parse the
+    output of a recording run). Each step is skipped when its result already exists.
+    """
+    build_java_driver(version)
+    cp = kafka_classpath(version)
+    tools = ("DumpLogSegments", "StorageTool")
+    if os.environ.get("ODRADEK_NO_CDS") or all(_cds_archive(f"tool-{t}", cp).is_file() for t in tools):
+        return
+    with tempfile.TemporaryDirectory(prefix="kafka-warm-up-") as tmp:
+        segment = Path(tmp) / "t-0" / "00000000000000000000.log"
+        segment.parent.mkdir()
+        segment.write_bytes(b"")
+        run_java_tool(
+            "kafka.tools.DumpLogSegments",
+            ["--files", str(segment), "--deep-iteration", "--print-data-log"],
+            version=version,
+            record_cds=True,
+        )
+        broker = KafkaBroker(Path(tmp) / "broker", version=version)
+        broker._write_properties()
+        run_java_tool(
+            "kafka.tools.StorageTool",
+            ["format", "-t", CLUSTER_ID, "-c", str(broker.properties_file), "--ignore-formatted"],
+            version=version,
+            record_cds=True,
+        )
+
+
 # ---------------------------------------------------------------------------------------------
 # Command line (manual use and .ci/fetch-tools.sh)
 # ---------------------------------------------------------------------------------------------
@@ -1049,7 +1125,9 @@ class JavaClient:
 def _main(argv: Sequence[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     sub = parser.add_subparsers(dest="cmd", required=True)
-    b = sub.add_parser("build-driver", help="compile compat-tests/java against kafka-clients")
+    b = sub.add_parser(
+        "warm-up", help="compile compat-tests/java against kafka-clients, record tool CDS archives"
+    )
     b.add_argument("--version", action="append", help="Kafka version(s); default: all fetched")
     s = sub.add_parser("serve", help="run a real Kafka broker in the foreground until Ctrl-C")
     s.add_argument("--version", default=DEFAULT_KAFKA_VERSION)
@@ -1057,10 +1135,12 @@ def _main(argv: Sequence[str] | None = None) -> int:
     s.add_argument("--port", type=int)
     s.add_argument("--override", action="append", default=[], metavar="K=V")
     args = parser.parse_args(argv)
-    if args.cmd == "build-driver":
+    if args.cmd == "warm-up":
         versions = args.version or [v for v in KAFKA_VERSIONS if classpath_file(v).is_file()]
         for v in versions:
-            print(f"java driver for kafka-clients {v}: {build_java_driver(v)}")
+            t0 = time.monotonic()
+            warm_up(v)
+            print(f"kafka {v}: java driver {build_java_driver(v)}; warm-up {time.monotonic() - t0:.1f}s")
         return 0
     overrides = dict(o.split("=", 1) for o in args.override)
     broker = KafkaBroker(args.workdir, version=args.version, port=args.port, overrides=overrides)
