@@ -113,3 +113,26 @@ def test_corpus_dump(part: Path, mode: str) -> None:
     assert m is not None
     assert rc == int(m.group(2))
     assert_same_lines(err.replace(str(logdir).encode(), b"<logdir>"), m.group(1), f"{part.name} ({mode}) stderr")
+
+
+# ---------------------------------------------------------------------------------------------
+# modes the kafka-real dumps do not cover: recorded from Kafka 3.9.1 on the same files by
+# record_kafka_expectations.py (decoders for KRaft metadata and __consumer_offsets,
+# --skip-record-metadata, --verify-index-only, --index-sanity-check)
+
+EXTRA = Path(__file__).parent / "data" / "kafka39_real_extra"
+
+
+def _extra_cases() -> list[tuple[str, list[str], list[str]]]:
+    from record_kafka_expectations import REAL_EXTRA
+
+    return REAL_EXTRA
+
+
+@pytest.mark.parametrize(("name", "files", "flags"), _extra_cases(), ids=[c[0] for c in _extra_cases()])
+def test_real_fixture_extra_modes(name: str, files: list[str], flags: list[str], monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.chdir(REAL)
+    out, err, rc = run_dump(["--files", ",".join(files), *flags])
+    assert_same_lines(out, gzip.decompress((EXTRA / f"{name}.stdout.gz").read_bytes()), f"{name} stdout")
+    got = err.replace(str(REAL).encode(), b"<fixtures>") + f"[exit {rc}]\n".encode()
+    assert_same_lines(got, (EXTRA / f"{name}.stderr").read_bytes(), f"{name} stderr")
