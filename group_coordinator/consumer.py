@@ -17,6 +17,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
 from ..wire.errors import ErrorCode
+from . import records as rec
 from .assignors import ASSIGNORS, DEFAULT_ASSIGNOR
 from .classic import GroupError
 
@@ -30,6 +31,8 @@ TopicPartitions = dict[str, set[int]]
 STABLE = "stable"
 UNREVOKED_PARTITIONS = "unrevoked_partitions"
 UNRELEASED_PARTITIONS = "unreleased_partitions"
+#: MemberState values as ConsumerGroupCurrentMemberAssignmentValue stores them.
+STATE_VALUES = {STABLE: 0, UNREVOKED_PARTITIONS: 1, UNRELEASED_PARTITIONS: 2}
 
 
 @dataclass
@@ -97,6 +100,8 @@ class ConsumerGroup:
         self.target: dict[str, TopicPartitions] = {}
         self.assignor_name = DEFAULT_ASSIGNOR
         self.subscribed_partitions: dict[str, int] = {}
+        # What __consumer_offsets holds for this group: record key -> value bytes.
+        self.persisted: dict[bytes, bytes] = {}
 
     # ---------------------------------------------------------------- queries
 
@@ -200,7 +205,7 @@ class ConsumerGroup:
             member.server_assignor = server_assignor
             bump = True
         # Partition counts of subscribed topics changing (new partitions) also bumps the epoch.
-        partitions = self._partition_counts(topic_partitions)
+        partitions = self.partition_counts(topic_partitions)
         if partitions != self.subscribed_partitions:
             self.subscribed_partitions = partitions
             bump = True
@@ -216,7 +221,8 @@ class ConsumerGroup:
             member.last_sent = _copy(member.assigned)
         return result
 
-    def _partition_counts(self, topic_partitions: Callable[[str], int | None]) -> dict[str, int]:
+    def partition_counts(self, topic_partitions: Callable[[str], int | None]) -> dict[str, int]:
+        """Partition count of every subscribed topic that exists."""
         out = {}
         for topic in sorted(self.subscribed_topic_names()):
             n = topic_partitions(topic)
@@ -229,7 +235,7 @@ class ConsumerGroup:
         names = {m.server_assignor for m in self.members.values() if m.server_assignor}
         self.assignor_name = sorted(names)[0] if names else DEFAULT_ASSIGNOR
         assignor = ASSIGNORS[self.assignor_name]
-        self.subscribed_partitions = self._partition_counts(topic_partitions)
+        self.subscribed_partitions = self.partition_counts(topic_partitions)
         subs = {m.member_id: set(m.subscribed_topic_names) for m in self.members.values()}
         self.target = assignor(subs, self.subscribed_partitions, self.target)
         self.assignment_epoch = self.group_epoch
@@ -279,3 +285,105 @@ class ConsumerGroup:
                 self.remove_member(member.member_id, "did not revoke partitions within the rebalance timeout")
         if self.group_epoch > self.assignment_epoch:
             self.compute_target(coordinator.topic_partition_count)
+
+
+# ---------------------------------------------------------------------------------- persistence
+
+_KEY_ORDER = (
+    rec.CONSUMER_GROUP_MEMBER_METADATA_KEY_VERSION,
+    rec.CONSUMER_GROUP_METADATA_KEY_VERSION,
+    rec.CONSUMER_GROUP_TARGET_ASSIGNMENT_MEMBER_KEY_VERSION,
+    rec.CONSUMER_GROUP_TARGET_ASSIGNMENT_METADATA_KEY_VERSION,
+    rec.CONSUMER_GROUP_CURRENT_MEMBER_ASSIGNMENT_KEY_VERSION,
+)
+
+
+def desired_records(group: ConsumerGroup, topic_id: Callable[[str], object | None]) -> dict[bytes, bytes]:
+    """Every record (key -> value bytes) that describes the group's current state, in the order
+    Kafka writes them (member subscriptions, group epoch, target assignment, current assignment)."""
+    out: dict[int, list[tuple[bytes, bytes]]] = {v: [] for v in _KEY_ORDER}
+    gid = group.group_id
+
+    def partitions(cls: type, tps: TopicPartitions) -> list:
+        items = []
+        for name in sorted(tps):
+            tid = topic_id(name)
+            if tid is not None and tps[name]:
+                items.append(cls(topic_id=tid, partitions=sorted(tps[name])))
+        return items
+
+    member_cls = rec.consumer_group_value_class(rec.CONSUMER_GROUP_MEMBER_METADATA_KEY_VERSION)
+    target_cls = rec.consumer_group_value_class(rec.CONSUMER_GROUP_TARGET_ASSIGNMENT_MEMBER_KEY_VERSION)
+    current_cls = rec.consumer_group_value_class(rec.CONSUMER_GROUP_CURRENT_MEMBER_ASSIGNMENT_KEY_VERSION)
+    for m in group.members.values():
+        v = rec.CONSUMER_GROUP_MEMBER_METADATA_KEY_VERSION
+        out[v].append((rec.consumer_group_key(v, group_id=gid, member_id=m.member_id), rec.consumer_group_value(v, member_cls(
+            instance_id=m.instance_id, rack_id=m.rack_id, client_id=m.client_id, client_host=m.client_host,
+            subscribed_topic_names=list(m.subscribed_topic_names), subscribed_topic_regex=m.subscribed_topic_regex,
+            rebalance_timeout_ms=m.rebalance_timeout_ms, server_assignor=m.server_assignor))))
+        v = rec.CONSUMER_GROUP_TARGET_ASSIGNMENT_MEMBER_KEY_VERSION
+        out[v].append((rec.consumer_group_key(v, group_id=gid, member_id=m.member_id), rec.consumer_group_value(
+            v, target_cls(topic_partitions=partitions(target_cls.TopicPartition, group.target.get(m.member_id, {}))))))
+        v = rec.CONSUMER_GROUP_CURRENT_MEMBER_ASSIGNMENT_KEY_VERSION
+        out[v].append((rec.consumer_group_key(v, group_id=gid, member_id=m.member_id), rec.consumer_group_value(v, current_cls(
+            member_epoch=m.member_epoch, previous_member_epoch=m.previous_member_epoch, state=STATE_VALUES[m.state],
+            assigned_partitions=partitions(current_cls.TopicPartitions, m.assigned),
+            partitions_pending_revocation=partitions(current_cls.TopicPartitions, m.pending_revocation)))))
+    v = rec.CONSUMER_GROUP_METADATA_KEY_VERSION
+    out[v].append((rec.consumer_group_key(v, group_id=gid),
+                   rec.consumer_group_value(v, rec.consumer_group_value_class(v)(epoch=group.group_epoch))))
+    v = rec.CONSUMER_GROUP_TARGET_ASSIGNMENT_METADATA_KEY_VERSION
+    out[v].append((rec.consumer_group_key(v, group_id=gid),
+                   rec.consumer_group_value(v, rec.consumer_group_value_class(v)(assignment_epoch=group.assignment_epoch))))
+    return {k: val for version in _KEY_ORDER for k, val in out[version]}
+
+
+def changes(group: ConsumerGroup, desired: dict[bytes, bytes]) -> list[tuple[bytes, bytes | None]]:
+    """Records to append so the log says `desired`: tombstones for what is gone, then what changed."""
+    gone = [(k, None) for k in group.persisted if k not in desired]
+    # a departing member's current assignment, target and subscription go first (Kafka's order)
+    gone.sort(key=lambda kv: -int.from_bytes(kv[0][:2], "big"))
+    updated = [(k, v) for k, v in desired.items() if group.persisted.get(k) != v]
+    return [*gone, *updated]
+
+
+def group_from_records(group_id: str, found: dict[int, dict[str, object]], topic_name: Callable[[object], str | None],
+                       session_deadline: float) -> ConsumerGroup:
+    """Rebuild a consumer group from its latest records: found[key version][member id or ""] = value."""
+    group = ConsumerGroup(group_id)
+    meta = found.get(rec.CONSUMER_GROUP_METADATA_KEY_VERSION, {}).get("")
+    group.group_epoch = meta.epoch if meta is not None else 0
+    target_meta = found.get(rec.CONSUMER_GROUP_TARGET_ASSIGNMENT_METADATA_KEY_VERSION, {}).get("")
+    group.assignment_epoch = target_meta.assignment_epoch if target_meta is not None else 0
+
+    def names(tps: list) -> TopicPartitions:
+        out: TopicPartitions = {}
+        for tp in tps:
+            name = topic_name(tp.topic_id)
+            if name is not None:
+                out.setdefault(name, set()).update(tp.partitions)
+        return out
+
+    for member_id, v in found.get(rec.CONSUMER_GROUP_MEMBER_METADATA_KEY_VERSION, {}).items():
+        group.members[member_id] = ConsumerMember(
+            member_id=member_id, instance_id=v.instance_id, rack_id=v.rack_id, client_id=v.client_id,
+            client_host=v.client_host, rebalance_timeout_ms=v.rebalance_timeout_ms,
+            subscribed_topic_names=list(v.subscribed_topic_names), subscribed_topic_regex=v.subscribed_topic_regex,
+            server_assignor=v.server_assignor, session_deadline=session_deadline,
+        )
+    for member_id, v in found.get(rec.CONSUMER_GROUP_TARGET_ASSIGNMENT_MEMBER_KEY_VERSION, {}).items():
+        if member_id in group.members:
+            group.target[member_id] = names(v.topic_partitions)
+    states = {value: name for name, value in STATE_VALUES.items()}
+    for member_id, v in found.get(rec.CONSUMER_GROUP_CURRENT_MEMBER_ASSIGNMENT_KEY_VERSION, {}).items():
+        member = group.members.get(member_id)
+        if member is None:
+            continue
+        member.member_epoch = v.member_epoch
+        member.previous_member_epoch = v.previous_member_epoch
+        member.state = states.get(v.state, STABLE)
+        member.assigned = names(v.assigned_partitions)
+        member.pending_revocation = names(v.partitions_pending_revocation)
+    names_ = {m.server_assignor for m in group.members.values() if m.server_assignor}
+    group.assignor_name = sorted(names_)[0] if names_ else DEFAULT_ASSIGNOR
+    return group

@@ -26,6 +26,7 @@ from ..config import BROKER_CONFIGS
 from ..handlers.common import error_code_for
 from ..wire.errors import ErrorCode
 from ..wire.records import iter_batches
+from . import consumer as consumer_records
 from . import records as rec
 from .classic import (
     ClassicGroup,
@@ -142,7 +143,10 @@ class GroupCoordinator:
             if isinstance(group, ClassicGroup):
                 self._classic_timers(group, now)
             else:
+                before = len(group.members), group.group_epoch
                 group.expire_sessions(self, now)
+                if (len(group.members), group.group_epoch) != before:
+                    self._persist_consumer_group(group)
         interval = self.cfg("offsets.retention.check.interval.ms") / 1000
         if now - self._last_retention_check >= interval:
             self._last_retention_check = now
@@ -226,6 +230,9 @@ class GroupCoordinator:
         if broker is None or broker.metadata is None or broker.metadata.get(rec.OFFSETS_TOPIC) is None:
             return
         group_values: dict[str, Any] = {}
+        # consumer group records: group -> key version -> member id ("" for group-level) -> value
+        consumer_found: dict[str, dict[int, dict[str, Any]]] = {}
+        consumer_bytes: dict[str, dict[bytes, bytes]] = {}
         for partition in range(self._offsets_partitions()):
             partition_log = broker.partition_log(rec.OFFSETS_TOPIC, partition)
             if partition_log is None:
@@ -253,11 +260,32 @@ class GroupCoordinator:
                         group_values[record.group] = None
                     else:
                         group_values[record.group] = record.value
+                elif isinstance(record, rec.ConsumerGroupRecord):
+                    by_type = consumer_found.setdefault(record.group, {}).setdefault(record.key_version, {})
+                    member = getattr(record.key, "member_id", "")
+                    raw = consumer_bytes.setdefault(record.group, {})
+                    assert key is not None
+                    if record.value is None:
+                        by_type.pop(member, None)
+                        raw.pop(key, None)
+                    else:
+                        by_type[member] = record.value
+                        raw[key] = value  # type: ignore[assignment]
         now = self.monotonic()
         for group_id, value in group_values.items():
             if value is None:
                 continue
             self.groups[group_id] = self._group_from_value(group_id, value, now)
+        session_s = self.cfg("group.consumer.session.timeout.ms") / 1000
+        for group_id, found in consumer_found.items():
+            if not found.get(rec.CONSUMER_GROUP_METADATA_KEY_VERSION):
+                continue  # the group was deleted (its epoch record is a tombstone)
+            group = consumer_records.group_from_records(group_id, found, self._topic_name, now + session_s)
+            group.persisted = consumer_bytes.get(group_id, {})
+            # Kafka keeps a hash of the subscribed topics' metadata to notice changes made while it
+            # was down; this coordinator takes the topics as they are now.
+            group.subscribed_partitions = group.partition_counts(self.topic_partition_count)
+            self.groups[group_id] = group
         for group_id, offsets in list(self.offsets.items()):
             if not offsets:
                 del self.offsets[group_id]
@@ -368,7 +396,9 @@ class GroupCoordinator:
         if isinstance(existing, ConsumerGroup):
             if not existing.is_empty():
                 raise GroupError(ErrorCode.INCONSISTENT_GROUP_PROTOCOL)
-            del self.groups[group_id]  # an empty consumer group turns into a classic group
+            # An empty consumer group turns into a classic group: its records are deleted.
+            self._persist_consumer_group(existing, deleted=True)
+            del self.groups[group_id]
             existing = None
         group = existing
         names = [n for n, _ in protocols]
@@ -978,6 +1008,29 @@ class GroupCoordinator:
 
     # ================================================================== consumer groups (KIP-848)
 
+    def _topic_id(self, name: str) -> Any:
+        topic = self.broker.metadata.get(name) if self.broker is not None and self.broker.metadata else None
+        return topic.topic_id if topic is not None else None
+
+    def _topic_name(self, topic_id: Any) -> str | None:
+        topic = self.broker.metadata.by_id(topic_id) if self.broker is not None and self.broker.metadata else None
+        return topic.name if topic is not None else None
+
+    def _persist_consumer_group(self, group: ConsumerGroup, extra: list[tuple[bytes, bytes | None]] | None = None,
+                                deleted: bool = False) -> None:
+        """Append what changed in a consumer group since it was last written (records, tombstones)."""
+        if self.broker is None:
+            return
+        desired = {} if deleted else consumer_records.desired_records(group, self._topic_id)
+        records = [*(extra or []), *consumer_records.changes(group, desired)]
+        if not records:
+            return
+        try:
+            self._append(group.group_id, rec.consumer_group_batch(records, self.now_ms()))
+        except GroupError:
+            return  # logged by _append; the next change writes the full difference again
+        group.persisted = desired
+
     def topic_partition_count(self, topic: str) -> int | None:
         """Partitions of a topic, None if it does not exist."""
         if self.broker is None or self.broker.metadata is None:
@@ -998,23 +1051,30 @@ class GroupCoordinator:
             if not group_id:
                 raise GroupError(ErrorCode.INVALID_REQUEST, "GroupId can't be empty.")
             group = self.groups.get(group_id)
+            converted: list[tuple[bytes, bytes | None]] = []
             if isinstance(group, ClassicGroup):
                 if not group.is_in(GroupState.EMPTY) or member_epoch != 0:
                     raise GroupError(ErrorCode.GROUP_ID_NOT_FOUND,
                                      f"Group {group_id} is not a consumer group.")
-                group = None  # an empty classic group (maybe with offsets) becomes a consumer group
+                # An empty classic group (maybe with offsets) becomes a consumer group; its
+                # group metadata record is deleted.
+                group = None
+                converted = [(rec.group_metadata_key(group_id), None)]
             if group is None:
                 if member_epoch != 0:
                     raise GroupError(ErrorCode.UNKNOWN_MEMBER_ID, f"Group {group_id} not found.")
                 group = ConsumerGroup(group_id)
                 self.groups[group_id] = group
-            return group.heartbeat(
-                self, api_version=api_version, member_id=member_id, member_epoch=member_epoch,
-                instance_id=instance_id, rack_id=rack_id, rebalance_timeout_ms=rebalance_timeout_ms,
-                subscribed_topic_names=subscribed_topic_names, subscribed_topic_regex=subscribed_topic_regex,
-                server_assignor=server_assignor, owned=owned, client_id=client_id, client_host=client_host,
-                topic_partitions=self.topic_partition_count,
-            )
+            try:
+                return group.heartbeat(
+                    self, api_version=api_version, member_id=member_id, member_epoch=member_epoch,
+                    instance_id=instance_id, rack_id=rack_id, rebalance_timeout_ms=rebalance_timeout_ms,
+                    subscribed_topic_names=subscribed_topic_names, subscribed_topic_regex=subscribed_topic_regex,
+                    server_assignor=server_assignor, owned=owned, client_id=client_id, client_host=client_host,
+                    topic_partitions=self.topic_partition_count,
+                )
+            finally:
+                self._persist_consumer_group(group, converted)
         except GroupError as exc:
             return HeartbeatResult(error=exc.code, error_message=str(exc) if str(exc) != exc.code.name else None)
 
@@ -1052,7 +1112,10 @@ class GroupCoordinator:
                 stored = self.offsets.get(group_id, {})
                 tombstones: list[tuple[bytes, bytes | None]] = [
                     (rec.offset_commit_key(group_id, t, p), None) for t, p in stored]
-                tombstones.append((rec.group_metadata_key(group_id), None))
+                if isinstance(group, ConsumerGroup):
+                    tombstones.extend(consumer_records.changes(group, {}))
+                else:
+                    tombstones.append((rec.group_metadata_key(group_id), None))
                 self._append(group_id, rec.cleanup_batch(tombstones, self.now_ms()))
                 if isinstance(group, ClassicGroup):
                     group.transition_to(GroupState.DEAD, self.now_ms())

@@ -30,6 +30,21 @@ GROUP_METADATA_KEY_VERSION = 2
 
 #: Value versions Kafka 3.9/4.x write: OffsetCommitValue v3 (v1 when an expire timestamp is
 #: set, i.e. OffsetCommit v2-v4 with a retention time), GroupMetadataValue v3.
+#: KIP-848 consumer group records (key version -> key and value schema), all value version 0.
+CONSUMER_GROUP_SCHEMAS = {
+    3: ("ConsumerGroupMetadataKey", "ConsumerGroupMetadataValue"),
+    4: ("ConsumerGroupPartitionMetadataKey", "ConsumerGroupPartitionMetadataValue"),
+    5: ("ConsumerGroupMemberMetadataKey", "ConsumerGroupMemberMetadataValue"),
+    6: ("ConsumerGroupTargetAssignmentMetadataKey", "ConsumerGroupTargetAssignmentMetadataValue"),
+    7: ("ConsumerGroupTargetAssignmentMemberKey", "ConsumerGroupTargetAssignmentMemberValue"),
+    8: ("ConsumerGroupCurrentMemberAssignmentKey", "ConsumerGroupCurrentMemberAssignmentValue"),
+}
+CONSUMER_GROUP_METADATA_KEY_VERSION = 3
+CONSUMER_GROUP_MEMBER_METADATA_KEY_VERSION = 5
+CONSUMER_GROUP_TARGET_ASSIGNMENT_METADATA_KEY_VERSION = 6
+CONSUMER_GROUP_TARGET_ASSIGNMENT_MEMBER_KEY_VERSION = 7
+CONSUMER_GROUP_CURRENT_MEMBER_ASSIGNMENT_KEY_VERSION = 8
+
 OFFSET_COMMIT_VALUE_VERSION = 3
 OFFSET_COMMIT_VALUE_VERSION_WITH_EXPIRY = 1
 GROUP_METADATA_VALUE_VERSION = 3
@@ -95,6 +110,22 @@ def group_metadata_value(value: Any) -> bytes:
     return _versioned("GroupMetadataValue", GROUP_METADATA_VALUE_VERSION, value)
 
 
+def consumer_group_key(key_version: int, **fields: Any) -> bytes:
+    """Key of a KIP-848 consumer group record (``group_id=...``, ``member_id=...`` as the schema has)."""
+    name = CONSUMER_GROUP_SCHEMAS[key_version][0]
+    return _key(name, key_version, message_class(name)(**fields))
+
+
+def consumer_group_value(key_version: int, value: Any) -> bytes:
+    """Value (version 0) of a KIP-848 consumer group record."""
+    return _versioned(CONSUMER_GROUP_SCHEMAS[key_version][1], 0, value)
+
+
+def consumer_group_value_class(key_version: int) -> type:
+    """Generated class of the value of a KIP-848 record type."""
+    return message_class(CONSUMER_GROUP_SCHEMAS[key_version][1])
+
+
 # ---------------------------------------------------------------------------------- decoding
 
 
@@ -119,6 +150,19 @@ class GroupMetadataRecord:
 
 
 @dataclass(slots=True)
+class ConsumerGroupRecord:
+    """A decoded KIP-848 consumer group record (value None = tombstone)."""
+
+    key_version: int
+    key: Any
+    value: Any | None
+
+    @property
+    def group(self) -> str:
+        return self.key.group_id
+
+
+@dataclass(slots=True)
 class OtherRecord:
     """A record of a type this coordinator keeps no state for (KIP-848/share/streams groups)."""
 
@@ -133,7 +177,8 @@ def _decode_versioned(name: str, data: bytes) -> tuple[Any, int]:
     return obj, version
 
 
-def decode_record(key: bytes | None, value: bytes | None) -> OffsetCommitRecord | GroupMetadataRecord | OtherRecord:
+def decode_record(key: bytes | None, value: bytes | None
+                  ) -> OffsetCommitRecord | GroupMetadataRecord | ConsumerGroupRecord | OtherRecord:
     """Decode one ``__consumer_offsets`` record by its key version."""
     if key is None or len(key) < 2:
         raise ValueError("coordinator record without a key")
@@ -150,6 +195,11 @@ def decode_record(key: bytes | None, value: bytes | None) -> OffsetCommitRecord 
             return GroupMetadataRecord(k.group, None)
         v, vv = _decode_versioned("GroupMetadataValue", value)
         return GroupMetadataRecord(k.group, v, vv)
+    if key_version in CONSUMER_GROUP_SCHEMAS:
+        key_name, value_name = CONSUMER_GROUP_SCHEMAS[key_version]
+        k, _ = codec(key_name, 0).decode(memoryview(key), 2)
+        v = None if value is None else _decode_versioned(value_name, value)[0]
+        return ConsumerGroupRecord(key_version, k, v)
     return OtherRecord(key_version, bytes(key), None if value is None else bytes(value))
 
 
@@ -177,6 +227,12 @@ def offset_commit_batch(records: list[tuple[bytes, bytes | None]], timestamp: in
 def group_metadata_batch(records: list[tuple[bytes, bytes | None]], timestamp: int) -> bytearray:
     """A batch holding a group metadata record: baseSequence -1."""
     return build_coordinator_batch(records, timestamp, -1)
+
+
+def consumer_group_batch(records: list[tuple[bytes, bytes | None]], timestamp: int) -> bytearray:
+    """KIP-848 group records: these exist only with Kafka's new coordinator runtime, which writes
+    every batch with baseSequence 0."""
+    return build_coordinator_batch(records, timestamp, 0)
 
 
 def cleanup_batch(records: list[tuple[bytes, bytes | None]], timestamp: int) -> bytearray:

@@ -92,3 +92,66 @@ def test_consumer_group_session_expiry_moves_partitions():
         assert group.members == {}
 
     run_with_coordinator(None, scenario)
+
+
+def test_consumer_group_state_is_written_and_reloaded(tmp_path):
+    from groups_testutil import CONSUMER_OFFSETS, FakeBroker
+
+    from odradek.group_coordinator import records as rec
+    from odradek.wire.records import iter_batches
+
+    broker = FakeBroker(tmp_path)
+    broker.metadata.create_topic("t", 4, {})
+    state = {}
+
+    def beat(c, member, epoch, owned=None, topics=None):
+        return c.consumer_group_heartbeat(
+            group_id="cg", api_version=1, member_id=member, member_epoch=epoch, instance_id=None, rack_id="r1",
+            rebalance_timeout_ms=5000, subscribed_topic_names=topics, subscribed_topic_regex=None,
+            server_assignor=None, owned=owned, client_id="client", client_host="/10.0.0.1")
+
+    async def before(c):
+        beat(c, "A", 0, topics=["t"])
+        beat(c, "B", 0, topics=["t"])
+        beat(c, "A", 1, owned={"t": {0, 1, 2, 3}})  # revoke half
+        beat(c, "A", 1, owned={"t": {0, 1}})
+        b = beat(c, "B", 2, owned={})
+        assert b.assignment == {"t": {2, 3}}
+        state["b_epoch"] = b.member_epoch
+        c.commit_offsets("cg", [("t", 2, 9, -1, "", -1)])
+
+    run_with_coordinator(broker, before)
+    kinds = []
+    for (topic, _), plog in sorted(broker.logs.items()):
+        if topic == CONSUMER_OFFSETS:
+            for seg in sorted(plog.dir.glob("*.log")):
+                for batch in iter_batches(seg.read_bytes()):
+                    for r in batch.records():
+                        kinds.append(int.from_bytes(bytes(r.key)[:2], "big"))
+    assert {3, 5, 6, 7, 8} <= set(kinds) and 1 in kinds
+
+    async def after(c):
+        group = c.groups["cg"]
+        assert isinstance(group, ConsumerGroup)
+        assert group.group_epoch == group.assignment_epoch == 2
+        assert group.members["B"].assigned == {"t": {2, 3}} and group.members["A"].assigned == {"t": {0, 1}}
+        assert group.members["A"].rack_id == "r1" and group.members["A"].client_host == "/10.0.0.1"
+        assert group.state_name() == "Stable"
+        # the member carries on with its epoch after the restart
+        again = beat(c, "B", state["b_epoch"], owned={"t": {2, 3}})
+        assert again.error == E.NONE and again.member_epoch == state["b_epoch"]
+        assert c.fetch_offsets("cg", [("t", 2)])[("t", 2)].offset == 9
+        # leaving empties the group, and deleting it removes every record
+        beat(c, "A", -1)
+        beat(c, "B", -1)
+        assert c.delete_groups(["cg"]) == {"cg": E.NONE}
+
+    again = broker.restarted()
+    run_with_coordinator(again, after)
+
+    async def gone(c):
+        assert "cg" not in c.groups
+        assert c.fetch_offsets("cg", None) == {}
+
+    run_with_coordinator(again.restarted(), gone)
+    assert rec.CONSUMER_GROUP_METADATA_KEY_VERSION == 3
