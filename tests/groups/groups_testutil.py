@@ -44,12 +44,14 @@ class FakeBroker:
 
     def __init__(self, root: Path, **overrides: object) -> None:
         props = {"group.initial.rebalance.delay.ms": "0", "group.min.session.timeout.ms": "100",
-                 "offsets.topic.num.partitions": "3"}
+                 "offsets.topic.num.partitions": "3", "listeners": "PLAINTEXT://127.0.0.1:9092"}
         props.update({k: str(v) for k, v in overrides.items()})
         self.root = root
         self.config = BrokerConfig(props)
         self.metadata = FakeMetadata(self)
         self.leader_epoch = 0
+        self.node_id = 1
+        self.bound_addresses: list[tuple[str, int]] = []
         self.coordinators: dict[str, Any] = {}
         self.logs: dict[tuple[str, int], PartitionLog] = {}
         self.appends = 0
@@ -83,6 +85,8 @@ def run_with_coordinator(broker: FakeBroker | None, test: Callable[[GroupCoordin
     coordinator = GroupCoordinator(broker, None if broker is not None else BrokerConfig(
         {"group.initial.rebalance.delay.ms": "0", "group.min.session.timeout.ms": "100",
          **{k: str(v) for k, v in config.items()}}))
+    if broker is not None:
+        broker.coordinators["groups"] = coordinator
 
     async def main() -> None:
         await coordinator.startup()
