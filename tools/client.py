@@ -323,8 +323,25 @@ class KafkaClient:
 
     # ------------------------------------------------------------------ offsets
 
-    def list_offsets(self, topic: TopicInfo, partitions: Iterable[int], timestamp: int) -> dict[int, int]:
-        """Offset per partition for a timestamp (or LATEST/EARLIEST/MAX_TIMESTAMP); -1 when none."""
+    def list_offsets(self, topic: TopicInfo, partitions: Iterable[int], timestamp: int,
+                     wait_s: float = 15.0) -> dict[int, int]:
+        """Offset per partition for a timestamp (or LATEST/EARLIEST/MAX_TIMESTAMP); -1 when none.
+
+        Retriable errors (a new partition's leader still loading it) are retried with fresh
+        metadata until `wait_s` has passed.
+        """
+        deadline = time.monotonic() + wait_s
+        partitions = list(partitions)
+        while True:
+            try:
+                return self._list_offsets_once(topic, partitions, timestamp)
+            except KafkaError as exc:
+                if not exc.retriable or time.monotonic() > deadline:
+                    raise
+            time.sleep(0.2)
+            topic = self.metadata([topic.name]).get(topic.name, topic)
+
+    def _list_offsets_once(self, topic: TopicInfo, partitions: list[int], timestamp: int) -> dict[int, int]:
         cls = request_class(LIST_OFFSETS)
         out = {}
         for leader, parts in self._by_leader(topic, partitions).items():
@@ -347,12 +364,35 @@ class KafkaClient:
 
     def produce(self, topic: str, partition_batches: dict[int, bytes], *, acks: int = -1, leaders: dict[int, int],
                 timeout_ms: int = 30000) -> dict[int, int]:
-        """Send one record batch per partition; returns each partition's base offset (-1 for acks=0)."""
+        """Send one record batch per partition; returns each partition's base offset (-1 for acks=0).
+
+        Partitions answered with a retriable error (a leader that is still loading a new
+        partition: NOT_LEADER_OR_FOLLOWER, ...) are sent again after a metadata refresh, as
+        Kafka's producer does, until `timeout_ms` has passed.
+        """
+        deadline = time.monotonic() + timeout_ms / 1000
+        out: dict[int, int] = {}
+        pending = dict(partition_batches)
+        while True:
+            failed = self._produce_once(topic, pending, acks, leaders, timeout_ms, out)
+            if not failed:
+                return out
+            if time.monotonic() > deadline:
+                raise next(iter(failed.values()))
+            time.sleep(0.2)
+            info = self.metadata([topic]).get(topic)
+            if info is not None:
+                leaders = {**leaders, **{p: i.leader for p, i in info.partitions.items()}}
+            pending = {p: pending[p] for p in failed}
+
+    def _produce_once(self, topic: str, batches: dict[int, bytes], acks: int, leaders: dict[int, int],
+                      timeout_ms: int, out: dict[int, int]) -> dict[int, KafkaError]:
+        """One Produce per leader; fills `out`, returns the partitions that failed retriably."""
         cls = request_class(PRODUCE)
         by_leader: dict[int, list[int]] = {}
-        for p in partition_batches:
+        for p in batches:
             by_leader.setdefault(leaders[p], []).append(p)
-        out: dict[int, int] = {}
+        failed: dict[int, KafkaError] = {}
         for leader, parts in by_leader.items():
             req = cls(
                 transactional_id=None,
@@ -360,7 +400,7 @@ class KafkaClient:
                 timeout_ms=timeout_ms,
                 topic_data=[cls.TopicProduceData(
                     name=topic,
-                    partition_data=[cls.PartitionProduceData(index=p, records=partition_batches[p]) for p in parts],
+                    partition_data=[cls.PartitionProduceData(index=p, records=batches[p]) for p in parts],
                 )],
             )
             conn = self.connection(leader)
@@ -371,9 +411,14 @@ class KafkaClient:
             response = conn.send(PRODUCE, req)
             for t in response.responses:
                 for p in t.partition_responses:
-                    check(p.error_code, p.error_message or f"Produce {topic}-{p.index}")
-                    out[p.index] = p.base_offset
-        return out
+                    if p.error_code:
+                        error = KafkaError(p.error_code, p.error_message or f"Produce {topic}-{p.index}")
+                        if not error.retriable:
+                            raise error
+                        failed[p.index] = error
+                    else:
+                        out[p.index] = p.base_offset
+        return failed
 
     def fetch(self, topic: TopicInfo, positions: dict[int, int], *, max_wait_ms: int = 500,
               max_bytes: int = 4 * 1024 * 1024, read_committed: bool = False) -> Iterator[FetchedRecord]:
@@ -404,7 +449,14 @@ class KafkaClient:
             check(response.error_code, "Fetch")
             for t in response.responses:
                 for pdata in t.partitions:
-                    check(pdata.error_code, f"Fetch {topic.name}-{pdata.partition_index}")
+                    if pdata.error_code:
+                        error = KafkaError(pdata.error_code, f"Fetch {topic.name}-{pdata.partition_index}")
+                        if not error.retriable:
+                            raise error
+                        # A leader change or a partition still loading: the caller's next
+                        # round asks again, as consumers do.
+                        time.sleep(0.1)
+                        continue
                     yield from _records_of(topic.name, pdata.partition_index, pdata.records, positions)
 
 

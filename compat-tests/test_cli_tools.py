@@ -1,0 +1,179 @@
+"""The Kafka-shaped CLI tools (`odradek topics`, `console-producer`, `console-consumer`,
+`consumer-groups`, `get-offsets`) against a live broker: real Apache Kafka and Odradek.
+
+Each scenario runs once per broker (``any_broker``), so the tools are checked to speak plain
+Kafka, and their output formats are checked line by line.
+"""
+
+from __future__ import annotations
+
+import io
+import re
+import subprocess
+import sys
+import time
+
+import pytest
+
+from odradek.cli import main
+from odradek.tools.partitioner import partition_for_key
+
+
+def run_cli(capsys: pytest.CaptureFixture, *argv: str, stdin: str | None = None,
+            monkeypatch: pytest.MonkeyPatch | None = None) -> tuple[int, str, str]:
+    """Run `odradek <argv>` in-process; (exit code, stdout, stderr)."""
+    capsys.readouterr()
+    if stdin is not None:
+        assert monkeypatch is not None
+        monkeypatch.setattr(sys, "stdin", io.StringIO(stdin))
+    code = main(list(argv))
+    out, err = capsys.readouterr()
+    return code, out, err
+
+
+def _wait_until(predicate, timeout: float = 30.0) -> None:
+    deadline = time.monotonic() + timeout
+    while not predicate():
+        assert time.monotonic() < deadline, "condition not reached in time"
+        time.sleep(0.3)
+
+
+def test_topics_create_list_describe_alter_delete(any_broker, capsys) -> None:
+    b = ["--bootstrap-server", any_broker.bootstrap]
+    code, out, _ = run_cli(capsys, "topics", *b, "--create", "--topic", "cli-topic", "--partitions", "3",
+                           "--config", "retention.ms=86400000")
+    assert (code, out) == (0, "Created topic cli-topic.\n")
+    code, out, err = run_cli(capsys, "topics", *b, "--create", "--topic", "cli-topic", "--partitions", "3")
+    assert code == 1 and "TOPIC_ALREADY_EXISTS" in err
+    assert run_cli(capsys, "topics", *b, "--create", "--topic", "cli-topic", "--if-not-exists")[:2] == (0, "")
+    code, out, _ = run_cli(capsys, "topics", *b, "--list")
+    assert code == 0 and "cli-topic" in out.splitlines()
+
+    code, out, _ = run_cli(capsys, "topics", *b, "--describe", "--topic", "cli-topic")
+    lines = out.splitlines()
+    assert code == 0 and len(lines) == 4
+    assert re.fullmatch(
+        r"Topic: cli-topic\tTopicId: [A-Za-z0-9_-]{22}\tPartitionCount: 3\tReplicationFactor: 1\t"
+        r"Configs: retention\.ms=86400000",
+        lines[0],
+    ), lines[0]
+    for p, line in enumerate(lines[1:]):
+        assert re.fullmatch(rf"\tTopic: cli-topic\tPartition: {p}\tLeader: \d+\tReplicas: \d+\tIsr: \d+", line), line
+
+    assert run_cli(capsys, "topics", *b, "--alter", "--topic", "cli-topic", "--partitions", "4")[0] == 0
+    assert run_cli(capsys, "topics", *b, "--alter", "--topic", "cli-topic", "--config", "cleanup.policy=compact")[0] == 0
+
+    def described() -> str:
+        return run_cli(capsys, "topics", *b, "--describe", "--topic", "cli-topic")[1]
+
+    _wait_until(lambda: "PartitionCount: 4" in described() and "cleanup.policy=compact" in described())
+    assert "retention.ms=86400000" in described()
+
+    assert run_cli(capsys, "topics", *b, "--delete", "--topic", "cli-topic") == (0, "", "")
+    _wait_until(lambda: "cli-topic" not in run_cli(capsys, "topics", *b, "--list")[1].splitlines())
+    code, _, err = run_cli(capsys, "topics", *b, "--describe", "--topic", "cli-topic")
+    assert code == 1 and "Topic 'cli-topic' does not exist as expected" in err
+    assert run_cli(capsys, "topics", *b, "--delete", "--topic", "cli-topic", "--if-exists")[0] == 0
+
+
+def test_console_producer_consumer_and_get_offsets(any_broker, capsys, monkeypatch) -> None:
+    b = ["--bootstrap-server", any_broker.bootstrap]
+    assert run_cli(capsys, "topics", *b, "--create", "--topic", "cli-console", "--partitions", "3")[0] == 0
+    keys = [f"user-{i}" for i in range(12)]
+    lines = "".join(f"{k}:value {i}\n" for i, k in enumerate(keys))
+    code, out, err = run_cli(capsys, "console-producer", *b, "--topic", "cli-console", "--property", "parse.key=true",
+                             "--property", "key.separator=:", stdin=lines, monkeypatch=monkeypatch)
+    assert (code, out) == (0, ""), err
+    # Keys land on Kafka's murmur2 partition, as with the Java producer.
+    expected_counts = {p: 0 for p in range(3)}
+    for k in keys:
+        expected_counts[partition_for_key(k.encode(), 3)] += 1
+
+    code, out, _ = run_cli(capsys, "get-offsets", *b, "--topic", "cli-console")
+    assert code == 0 and out == "".join(f"cli-console:{p}:{expected_counts[p]}\n" for p in range(3))
+    code, out, _ = run_cli(capsys, "get-offsets", *b, "--topic", "cli-console", "--time", "-2", "--partitions", "0,2")
+    assert out == "cli-console:0:0\ncli-console:2:0\n"
+
+    code, out, err = run_cli(
+        capsys, "console-consumer", *b, "--topic", "cli-console", "--from-beginning", "--max-messages", "12",
+        "--property", "print.key=true", "--property", "print.partition=true", "--property", "print.offset=true",
+        "--property", "print.timestamp=true", "--property", "key.separator=|",
+    )
+    assert code == 0 and err.strip().endswith("Processed a total of 12 messages")
+    seen = {}
+    for line in out.splitlines():
+        m = re.fullmatch(r"CreateTime:(\d{13})\|Partition:(\d)\|Offset:(\d+)\|(user-\d+)\|value (\d+)", line)
+        assert m, line
+        seen[m.group(4)] = (int(m.group(2)), int(m.group(3)), int(m.group(5)))
+    assert sorted(seen) == sorted(keys)
+    for i, k in enumerate(keys):
+        assert seen[k][0] == partition_for_key(k.encode(), 3) and seen[k][2] == i
+
+    # Assign mode on one partition from an offset: only the values print (Kafka's default).
+    p0 = partition_for_key(keys[0].encode(), 3)
+    code, out, _ = run_cli(capsys, "console-consumer", *b, "--topic", "cli-console", "--partition", str(p0),
+                           "--offset", "1", "--timeout-ms", "3000")
+    expected = [f"value {i}" for i, k in enumerate(keys) if partition_for_key(k.encode(), 3) == p0][1:]
+    assert out.splitlines() == expected
+
+
+def test_consumer_groups_describe_lag_and_reset(any_broker, capsys, monkeypatch) -> None:
+    b = ["--bootstrap-server", any_broker.bootstrap]
+    assert run_cli(capsys, "topics", *b, "--create", "--topic", "cli-groups", "--partitions", "2")[0] == 0
+    run_cli(capsys, "console-producer", *b, "--topic", "cli-groups", stdin="".join(f"m{i}\n" for i in range(6)),
+            monkeypatch=monkeypatch)
+    code, out, err = run_cli(capsys, "console-consumer", *b, "--topic", "cli-groups", "--group", "cli-group",
+                             "--from-beginning", "--max-messages", "6")
+    assert code == 0 and sorted(out.splitlines()) == [f"m{i}" for i in range(6)], err
+    assert "cli-group" in run_cli(capsys, "consumer-groups", *b, "--list")[1].splitlines()
+
+    def describe() -> list[list[str]]:
+        code, out, _ = run_cli(capsys, "consumer-groups", *b, "--describe", "--group", "cli-group")
+        assert code == 0
+        rows = [line.split() for line in out.splitlines() if line.strip()]
+        assert rows[0] == ["Consumer", "group", "'cli-group'", "has", "no", "active", "members."]
+        assert rows[1] == ["GROUP", "TOPIC", "PARTITION", "CURRENT-OFFSET", "LOG-END-OFFSET", "LAG",
+                           "CONSUMER-ID", "HOST", "CLIENT-ID"]
+        return rows[2:]
+
+    # The consumer left the group after committing: no members, lag 0 on both partitions.
+    _wait_until(lambda: len(describe()) == 2)
+    rows = describe()
+    assert [r[:3] for r in rows] == [["cli-group", "cli-groups", "0"], ["cli-group", "cli-groups", "1"]]
+    assert sum(int(r[3]) for r in rows) == 6 and all(r[3] == r[4] and r[5] == "0" for r in rows)
+    assert all(r[6:] == ["-", "-", "-"] for r in rows)
+
+    run_cli(capsys, "console-producer", *b, "--topic", "cli-groups", stdin="x\ny\n", monkeypatch=monkeypatch)
+    assert sum(int(r[5]) for r in describe()) == 2
+
+    code, out, _ = run_cli(capsys, "consumer-groups", *b, "--reset-offsets", "--group", "cli-group", "--topic",
+                           "cli-groups", "--to-earliest", "--execute")
+    rows = [line.split() for line in out.splitlines() if line.strip()]
+    assert code == 0 and rows == [["GROUP", "TOPIC", "PARTITION", "NEW-OFFSET"],
+                                  ["cli-group", "cli-groups", "0", "0"], ["cli-group", "cli-groups", "1", "0"]]
+    assert [r[3] for r in describe()] == ["0", "0"] and sum(int(r[5]) for r in describe()) == 8
+
+    code, out, _ = run_cli(capsys, "consumer-groups", *b, "--reset-offsets", "--group", "cli-group", "--topic",
+                           "cli-groups:1", "--shift-by", "1", "--dry-run")
+    assert code == 0 and out.split()[-4:] == ["cli-group", "cli-groups", "1", "1"]
+    assert [r[3] for r in describe()] == ["0", "0"]  # a dry run commits nothing
+
+    # The group resumes from the reset offsets.
+    code, out, _ = run_cli(capsys, "console-consumer", *b, "--topic", "cli-groups", "--group", "cli-group",
+                           "--max-messages", "8")
+    assert sorted(out.splitlines()) == sorted([f"m{i}" for i in range(6)] + ["x", "y"])
+
+
+def test_console_script_help_speaks_kafka() -> None:
+    # The installed `odradek` command, as a user runs it.
+    out = subprocess.run([sys.executable, "-m", "odradek", "--help"], capture_output=True, text=True, check=True).stdout
+    for command in ("topics", "console-producer", "console-consumer", "consumer-groups", "get-offsets"):
+        assert command in out
+    topics_help = subprocess.run([sys.executable, "-m", "odradek", "topics", "--help"],
+                                 capture_output=True, text=True, check=True).stdout
+    assert "kafka-topics.sh" in topics_help and "--bootstrap-server" in topics_help
+
+
+def test_unreachable_bootstrap_is_a_clear_error(capsys) -> None:
+    code, _, err = run_cli(capsys, "topics", "--bootstrap-server", "127.0.0.1:1", "--list")
+    assert code == 1 and "cannot reach 127.0.0.1:1" in err
