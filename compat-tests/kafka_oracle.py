@@ -434,6 +434,8 @@ class BrokerProcess:
         self.workdir.mkdir(parents=True, exist_ok=True)
         self.host = host
         self.port = port if port is not None else free_port(host)
+        self._auto_ports = port is None
+        self._started = False
         self.log_dirs: list[Path] = [self.workdir / "data"]
         self.proc: subprocess.Popen[bytes] | None = None
         self.last_start_seconds: float | None = None
@@ -458,7 +460,28 @@ class BrokerProcess:
         return self.proc is not None and self.proc.poll() is None
 
     def start(self, timeout: float = DEFAULT_START_TIMEOUT) -> None:
-        """Start the broker (formatting storage first if needed) and wait until it is ready."""
+        """Start the broker (formatting storage first if needed) and wait until it is ready.
+
+        :func:`free_port` can race with other processes (a client's outgoing connection may take
+        the port before the broker binds it), so a first start that fails on "Address already in
+        use" with harness-chosen ports is retried on new ones. Later starts keep their ports.
+        """
+        for attempt in range(3):
+            try:
+                self._start_once(timeout)
+                self._started = True
+                return
+            except BrokerStartError as exc:
+                if (
+                    self._started
+                    or not self._auto_ports
+                    or attempt == 2
+                    or "Address already in use" not in str(exc)
+                ):
+                    raise
+                self._pick_ports()
+
+    def _start_once(self, timeout: float) -> None:
         if self.running:
             raise RuntimeError(f"{self.name} already running (pid {self.proc.pid if self.proc else '?'})")
         t0 = time.monotonic()
@@ -564,6 +587,10 @@ class BrokerProcess:
     def _exited(self) -> None:
         """Called once the process is known to be gone (after stop or kill)."""
 
+    def _pick_ports(self) -> None:
+        """Choose new free ports (only before the first successful start)."""
+        self.port = free_port(self.host)
+
     def _env(self) -> dict[str, str]:
         return dict(os.environ)
 
@@ -596,6 +623,7 @@ class KafkaBroker(BrokerProcess):
         super().__init__(workdir, host=host, port=port)
         self.version = version
         self.controller_port = controller_port if controller_port is not None else free_port(host)
+        self._auto_ports = port is None and controller_port is None
         self.overrides = {k: str(v) for k, v in (overrides or {}).items()}
         self.jvm_opts = list(jvm_opts)
         self.properties_file = self.workdir / "server.properties"
@@ -672,6 +700,10 @@ class KafkaBroker(BrokerProcess):
 
     def _is_ready(self) -> bool:
         return metadata_broker_count(self.host, self.port) > 0
+
+    def _pick_ports(self) -> None:
+        super()._pick_ports()
+        self.controller_port = free_port(self.host)
 
     def _exited(self) -> None:
         # The JVM writes the class-data archive only when it exits normally (SIGTERM included).

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import json
 import re
+import socket
 import subprocess
 import sys
 import time
@@ -271,3 +272,25 @@ def test_odradek_wrapper_lifecycle(tmp_path: Path) -> None:
         assert (broker.log_dir / "started").read_text() == "xxx"
     finally:
         broker.kill()
+
+
+def test_first_start_retries_when_port_was_taken(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """free_port() can race; a first start that hits "Address already in use" moves to new ports."""
+    # Bound but not listening: the broker's bind fails, yet nothing answers a readiness probe.
+    blocker = socket.socket()
+    blocker.bind(("127.0.0.1", 0))
+    taken = blocker.getsockname()[1]
+    real_free_port = kafka_oracle.free_port
+    picks = iter([taken])
+    monkeypatch.setattr(
+        kafka_oracle, "free_port", lambda host="127.0.0.1": next(picks, None) or real_free_port(host)
+    )
+    broker = OdradekBroker(tmp_path / "b", command=_fake_server_command(tmp_path))
+    try:
+        assert broker.port == taken
+        broker.start(timeout=20)
+        assert broker.port != taken and broker.running
+        assert "Address already in use" in broker.console_log.read_text()
+    finally:
+        broker.kill()
+        blocker.close()
