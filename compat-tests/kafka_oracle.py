@@ -15,8 +15,8 @@ What it offers:
   against ``kafka-clients``) to produce, consume and administer through the stock Java client.
 * :func:`require_tool`: skip loudly outside CI, fail under ``CI=true`` when a tool is missing.
 
-Run ``python3 compat-tests/kafka_oracle.py --help`` for command-line helpers (building the Java
-driver, starting a broker by hand).
+Run ``python3 compat-tests/kafka_oracle.py --help`` for command-line helpers (``warm-up``: build
+the Java driver and record class-data archives; ``serve``: run a real Kafka by hand).
 """
 
 from __future__ import annotations
@@ -126,7 +126,7 @@ def tool_path(name: str) -> str:
 
     Names: ``java``, ``javac``, ``kcat``, ``kafka`` (default version's jars), ``kafka-<version>``
     (e.g. ``kafka-3.9.1``), ``java-driver`` / ``java-driver-<version>`` (compiles on demand).
-    Returns a path (binary, classpath file or compiled driver directory).
+    Returns a path (binary, classpath file or the driver jar).
     """
     if name in ("java", "javac"):
         return java_bin(name)
