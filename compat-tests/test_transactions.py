@@ -1,0 +1,233 @@
+"""Transactional producers against a real Odradek process (issue #6, must-show 2 and 3).
+
+* confluent-kafka commits some transactions and aborts others: a ``read_committed`` consumer sees
+  exactly the committed records, a ``read_uncommitted`` one all of them; the partitions'
+  ``.txnindex`` files and COMMIT/ABORT markers decode (``odradek.tools.dump_log``, Kafka's format).
+* The stock Java client does the same (commit and ``--abort``).
+* A broker restart in the middle of an open transaction: the transaction is aborted when its
+  timeout passes and read_committed consumers move past it.
+* Consume-transform-produce with ``send_offsets_to_transaction`` in a consumer group: the output
+  holds every input record exactly once, and the group's committed offsets follow the commits.
+"""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+import time
+import uuid
+from collections.abc import Callable
+from pathlib import Path
+
+import pytest
+from confluent_kafka import Consumer, KafkaException, Producer, TopicPartition
+from confluent_kafka.admin import AdminClient, NewTopic
+
+TXN_OVERRIDES = {
+    # abort checks every 500 ms instead of Kafka's 10 s so the timeout tests stay short
+    "transaction.abort.timed.out.transaction.cleanup.interval.ms": "500",
+    "group.initial.rebalance.delay.ms": "0",
+}
+
+
+def _create(bootstrap: str, topic: str, partitions: int) -> None:
+    admin = AdminClient({"bootstrap.servers": bootstrap})
+    for fut in admin.create_topics([NewTopic(topic, partitions, 1)]).values():
+        fut.result(30)
+
+
+def _consume(bootstrap: str, topic: str, partitions: int, isolation: str, idle_s: float = 3.0) -> list[tuple[int, int, str]]:
+    """(partition, offset, value) of every record a consumer with `isolation` reads from the start."""
+    consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": f"read-{uuid.uuid4().hex[:6]}",
+                         "auto.offset.reset": "earliest", "enable.auto.commit": False,
+                         "isolation.level": isolation})
+    consumer.assign([TopicPartition(topic, p, 0) for p in range(partitions)])
+    out = []
+    deadline = time.monotonic() + 60
+    last = time.monotonic()
+    try:
+        while time.monotonic() - last < idle_s and time.monotonic() < deadline:
+            for m in consumer.consume(1000, timeout=0.5):
+                if m.error() is not None:
+                    continue
+                out.append((m.partition(), m.offset(), m.value().decode()))
+                last = time.monotonic()
+    finally:
+        consumer.close()
+    return out
+
+
+def _dump(path: Path) -> str:
+    files = ",".join(str(p) for p in sorted(path.glob("*.log")) + sorted(path.glob("*.txnindex")))
+    res = subprocess.run([sys.executable, "-m", "odradek.tools.dump_log", "--files", files, "--deep-iteration"],
+                         capture_output=True, text=True, timeout=60, check=True)
+    return res.stdout
+
+
+def _run_transactions(producer: Producer, topic: str, plan: list[bool], per_txn: int) -> list[str]:
+    """One transaction per plan entry (True = commit); returns the values that were committed."""
+    committed = []
+    for t, commit in enumerate(plan):
+        producer.begin_transaction()
+        values = [f"t{t}-r{i}" for i in range(per_txn)]
+        for i, v in enumerate(values):
+            producer.produce(topic, key=str(i).encode(), value=v.encode())
+        # librdkafka drops unsent records on abort: flush so the aborted data is really in the log
+        producer.flush(30)
+        if commit:
+            producer.commit_transaction(30)
+            committed += values
+        else:
+            producer.abort_transaction(30)
+    return committed
+
+
+def test_confluent_commit_and_abort_read_committed_and_markers(odradek_broker_factory) -> None:
+    broker = odradek_broker_factory(overrides=TXN_OVERRIDES)
+    bootstrap = broker.bootstrap
+    topic = f"txn-ck-{uuid.uuid4().hex[:6]}"
+    _create(bootstrap, topic, 2)
+    producer = Producer({"bootstrap.servers": bootstrap, "transactional.id": f"tid-{topic}", "linger.ms": 5})
+    producer.init_transactions(30)
+    plan = [True, False, True, True, False, True, False, True]
+    committed = _run_transactions(producer, topic, plan, 25)
+    all_values = [f"t{t}-r{i}" for t in range(len(plan)) for i in range(25)]
+
+    rc = _consume(bootstrap, topic, 2, "read_committed")
+    ru = _consume(bootstrap, topic, 2, "read_uncommitted")
+    assert sorted(v for _, _, v in rc) == sorted(committed)
+    assert sorted(v for _, _, v in ru) == sorted(all_values)
+
+    # ListOffsets(latest, read_committed) = LSO = HW once everything ended; DescribeTransactions agrees
+    producer.flush(10)
+    broker.stop()
+    for p in range(2):
+        text = _dump(broker.log_dir / f"{topic}-{p}")
+        assert text.count("endTxnMarker: COMMIT") == plan.count(True)
+        assert text.count("endTxnMarker: ABORT") == plan.count(False)
+        # one .txnindex entry per aborted transaction, Kafka's line format
+        assert text.count("version: 0 producerId: ") == plan.count(False)
+    state = broker.log_dir / "__transaction_state-0"
+    assert state.parent.joinpath("__transaction_state-49").is_dir()
+
+
+def test_java_client_commit_and_abort(odradek_broker_factory, java_client: Callable) -> None:
+    broker = odradek_broker_factory(overrides=TXN_OVERRIDES)
+    client = java_client(broker)
+    topic = f"txn-java-{uuid.uuid4().hex[:6]}"
+    _create(broker.bootstrap, topic, 3)
+    summary = client.produce(topic, 300, transactional_id=f"java-{topic}", value_format="commit-%d")
+    assert summary["produced"] == 300
+    client.run("produce", "--topic", topic, "--count", "200", "--acks", "all", "--compression", "none",
+               "--value-format", "abort-%d", "--key-format", "key-%d", "--transactional-id", f"java-{topic}", "--abort")
+    client.produce(topic, 100, transactional_id=f"java-{topic}", value_format="commit2-%d")
+    rc = client.consume(topic, isolation="read_committed", idle_timeout_ms=3000)
+    ru = client.consume(topic, isolation="read_uncommitted", idle_timeout_ms=3000)
+    rc_values = sorted(r.value.decode() for r in rc)
+    assert rc_values == sorted([f"commit-{i}" for i in range(300)] + [f"commit2-{i}" for i in range(100)])
+    assert len(ru) == 600
+    # confluent-kafka agrees on what is committed
+    assert sorted(v for _, _, v in _consume(broker.bootstrap, topic, 3, "read_committed")) == rc_values
+
+
+def test_restart_mid_transaction_aborts_on_timeout(odradek_broker_factory) -> None:
+    broker = odradek_broker_factory(overrides=TXN_OVERRIDES)
+    bootstrap = broker.bootstrap
+    topic = f"txn-restart-{uuid.uuid4().hex[:6]}"
+    _create(bootstrap, topic, 1)
+    producer = Producer({"bootstrap.servers": bootstrap, "transactional.id": f"tid-{topic}",
+                         "transaction.timeout.ms": 4000})
+    producer.init_transactions(30)
+    committed = _run_transactions(producer, topic, [True], 10)
+    producer.begin_transaction()
+    for i in range(15):
+        producer.produce(topic, value=f"open-{i}".encode())
+    producer.flush(30)  # in the log, transaction still open
+    rc = _consume(bootstrap, topic, 1, "read_committed", idle_s=1.0)
+    assert sorted(v for _, _, v in rc) == sorted(committed)
+
+    broker.stop()
+    broker.start()
+    # the open transaction holds the LSO after the restart, then the timeout aborts it
+    deadline = time.monotonic() + 30
+    consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": "x", "isolation.level": "read_committed"})
+    try:
+        while True:
+            low, high = consumer.get_watermark_offsets(TopicPartition(topic, 0), timeout=5)
+            committed_end = consumer.get_watermark_offsets(TopicPartition(topic, 0), timeout=5, cached=False)[1]
+            # with read_committed, librdkafka's "high" watermark is the LSO
+            if committed_end == 10 + 1 + 15 + 1:
+                break
+            assert time.monotonic() < deadline, f"transaction not aborted (LSO/high {high})"
+            time.sleep(0.5)
+    finally:
+        consumer.close()
+    rc = _consume(bootstrap, topic, 1, "read_committed", idle_s=1.0)
+    assert sorted(v for _, _, v in rc) == sorted(committed)
+    # the zombie is fenced: its commit fails
+    with pytest.raises(KafkaException):
+        producer.commit_transaction(10)
+    broker.stop()
+    text = _dump(broker.log_dir / f"{topic}-0")
+    assert text.count("endTxnMarker: ABORT") == 1 and text.count("endTxnMarker: COMMIT") == 1
+    assert "version: 0 producerId: " in text
+
+
+def test_consume_transform_produce_exactly_once(odradek_broker_factory) -> None:
+    broker = odradek_broker_factory(overrides=TXN_OVERRIDES)
+    bootstrap = broker.bootstrap
+    src, dst = f"eos-in-{uuid.uuid4().hex[:6]}", f"eos-out-{uuid.uuid4().hex[:6]}"
+    _create(bootstrap, src, 3)
+    _create(bootstrap, dst, 3)
+    n = 3000
+    feeder = Producer({"bootstrap.servers": bootstrap, "enable.idempotence": True})
+    for i in range(n):
+        feeder.produce(src, key=str(i).encode(), value=str(i).encode())
+    assert feeder.flush(30) == 0
+    group = f"eos-group-{uuid.uuid4().hex[:6]}"
+
+    def run_worker(limit: int, abort_every: int) -> int:
+        """Transform up to `limit` records in transactions of ~100; every `abort_every`th is aborted."""
+        consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": group, "auto.offset.reset": "earliest",
+                             "enable.auto.commit": False, "isolation.level": "read_committed"})
+        producer = Producer({"bootstrap.servers": bootstrap, "transactional.id": f"eos-{group}"})
+        producer.init_transactions(30)
+        consumer.subscribe([src])
+        done = 0
+        txn = 0
+        idle = 0
+        try:
+            while done < limit and idle < 10:
+                msgs = [m for m in consumer.consume(100, timeout=1.0) if m.error() is None]
+                if not msgs:
+                    idle += 1
+                    continue
+                idle = 0
+                txn += 1
+                producer.begin_transaction()
+                for m in msgs:
+                    producer.produce(dst, key=m.key(), value=b"out-" + m.value())
+                producer.send_offsets_to_transaction(
+                    consumer.position(consumer.assignment()), consumer.consumer_group_metadata(), 30)
+                if abort_every and txn % abort_every == 0:
+                    producer.flush(30)
+                    producer.abort_transaction(30)
+                    # rewind to the last committed offsets, as an EOS app does after an abort
+                    committed = consumer.committed(consumer.assignment(), timeout=10)
+                    for tp in committed:
+                        consumer.seek(TopicPartition(tp.topic, tp.partition, max(tp.offset, 0)))
+                    continue
+                producer.commit_transaction(30)
+                done += len(msgs)
+        finally:
+            consumer.close()
+        return done
+
+    first = run_worker(1200, abort_every=3)   # stops part-way; aborted batches are redone
+    rest = run_worker(n, abort_every=0)       # a new instance continues from the committed offsets
+    assert first + rest == n
+    out = _consume(bootstrap, dst, 3, "read_committed")
+    values = sorted(int(v[4:]) for _, _, v in out)
+    assert values == list(range(n)), "every input record exactly once in the committed output"
+    raw = _consume(bootstrap, dst, 3, "read_uncommitted")
+    assert len(raw) > n  # the aborted transactions' records are in the log, just not committed
