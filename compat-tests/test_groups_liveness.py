@@ -87,3 +87,27 @@ def test_member_that_stops_heartbeating_is_removed_within_session_timeout(odrade
         silent.kill()
         silent.wait()
         survivor.stop()
+
+
+def test_consumer_protocol_group_survives_a_broker_restart(odradek_broker_factory):
+    from confluent_kafka.admin import AdminClient
+
+    broker = odradek_broker_factory(overrides={**GROUP_BROKER_OVERRIDES, "group.consumer.heartbeat.interval.ms": "500"})
+    bootstrap = broker.bootstrap
+    produce(bootstrap, "kip848-restart", [f"a{i}".encode() for i in range(30)])
+    member = ConfluentConsumer("kip848-r", bootstrap, "kip848-restart-group", "kip848-restart", None,
+                               protocol="consumer")
+    try:
+        member.start()
+        wait_for(lambda: len(member.records) == 30, 30, "the first records")
+        broker.stop()
+        broker.start()
+        produce(bootstrap, "kip848-restart", [f"b{i}".encode() for i in range(30)])
+        wait_for(lambda: len(member.records) == 60, 60, "the records written after the restart")
+        assert len({v for _, _, v in member.records}) == 60, "nothing consumed twice"
+        admin = AdminClient({"bootstrap.servers": bootstrap})
+        described = admin.describe_consumer_groups(["kip848-restart-group"])["kip848-restart-group"].result()
+        assert str(described.state).lower().endswith("stable")
+        assert [m.client_id for m in described.members] == ["kip848-r"]
+    finally:
+        member.stop()
