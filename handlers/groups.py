@@ -265,10 +265,11 @@ async def handle_offset_commit(ctx: RequestContext, header, request) -> object:
         for p in topic.partitions:
             tp = (topic.name, p.partition_index)
             indexes.append(p.partition_index)
-            if group_error is not None:
-                results[tp] = group_error
-            elif meta is None or not 0 <= p.partition_index < meta.partitions:
+            # Unknown topics are answered before the coordinator looks at the group (Kafka's order).
+            if meta is None or not 0 <= p.partition_index < meta.partitions:
                 results[tp] = ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
+            elif group_error is not None:
+                results[tp] = group_error
             elif p.committed_metadata is not None and len(p.committed_metadata.encode()) > max_metadata:
                 results[tp] = ErrorCode.OFFSET_METADATA_TOO_LARGE
             else:
@@ -361,6 +362,8 @@ def _fetch(coordinator: GroupCoordinator | None, group_id: str, wanted: list[tup
 
     if coordinator is None:
         return ErrorCode.COORDINATOR_NOT_AVAILABLE, empty_answer()
+    if not group_id:
+        return ErrorCode.INVALID_GROUP_ID, empty_answer()
     try:
         coordinator.validate_offset_fetch(group_id, member_id, member_epoch)
     except GroupError as exc:
