@@ -47,6 +47,7 @@ class Broker:
         # The KRaft metadata log (kraft.store.MetadataStore); ClusterMetadata persists through it.
         self.metadata_store: Any = None
         self._metadata_lock: Any = None
+        self._boot_image: Any = None
 
     # ------------------------------------------------------------------ lifecycle
 
@@ -59,6 +60,9 @@ class Broker:
         # refuse unservable metadata before loading touches the dirs (clean-shutdown markers)
         image = await trio.to_thread.run_sync(metadata_store.precheck)
         storage.mark_stray_partition_dirs(self.config, image)
+        # topic configs for the logs being loaded (segment.bytes, index settings, ...) before
+        # ClusterMetadata exists
+        self._boot_image = image
         self.log_manager = storage.open_log_manager(self.config, self.topic_log_config_by_name)
         await trio.to_thread.run_sync(self.log_manager.startup)
         self._metadata_lock = storage.lock_metadata_dir(self.config)
@@ -67,6 +71,11 @@ class Broker:
         await trio.to_thread.run_sync(self.metadata_store.start)
         self.leader_epoch = self.metadata_store.partition_leader_epoch()
         self.metadata = ClusterMetadata.load(self)
+        self._boot_image = None
+        # Kafka's Partition.makeLeader: the new leader epoch starts at each log's end offset
+        self.leader_epoch = self.metadata_store.partition_leader_epoch()
+        for partition_log in self.log_manager.all_logs():
+            partition_log.become_leader(self.leader_epoch)
         self.producer_ids = ProducerIdManager.after_logs(
             self.log_manager.all_logs(), self.metadata_store.allocate_producer_ids
         )
@@ -81,6 +90,9 @@ class Broker:
         """Clean shutdown: flush, trim indexes, write snapshots, checkpoints and the clean marker."""
         for coordinator in self.coordinators.values():
             await coordinator.shutdown()
+        if self.metadata_store is not None:
+            # controlled shutdown: the metadata records that this node no longer leads
+            await trio.to_thread.run_sync(self.metadata_store.resign)
         if self.log_manager is not None:
             # Kafka writes the broker epoch into .kafka_cleanshutdown
             epoch = self.metadata_store.broker_epoch if self.metadata_store is not None else -1
@@ -142,6 +154,9 @@ class Broker:
         return LogConfig.from_props(topic.configs, base=self.default_log_config)
 
     def topic_log_config_by_name(self, name: str) -> LogConfig | None:
+        if self.metadata is None and self._boot_image is not None:
+            configs = self._boot_image.topic_configs(name)
+            return LogConfig.from_props(configs, base=self.default_log_config) if configs else None
         topic = self.metadata.get(name) if self.metadata is not None else None
         return self.topic_log_config(topic) if topic is not None else None
 

@@ -18,6 +18,7 @@ from typing import TYPE_CHECKING, Any
 from ..wire.primitives import Uuid
 from .features import (
     METADATA_VERSION_4_1,
+    MV_4_0_IV1,
     default_feature_levels,
     record_versions,
     supports_directory_assignment,
@@ -34,7 +35,10 @@ if TYPE_CHECKING:
 
 log = logging.getLogger(__name__)
 
-#: Broker ids per producer id block (Kafka's ProducerIdsBlock.PRODUCER_ID_BLOCK_SIZE).
+#: Records per appended batch for bulk changes (Kafka's controller caps one operation at 10000).
+MAX_RECORDS_PER_BATCH = 10000
+
+#: Producer ids per block (Kafka's ProducerIdsBlock.PRODUCER_ID_BLOCK_SIZE).
 PRODUCER_ID_BLOCK_SIZE = 1000
 
 #: Topic configs that need something Odradek does not have.
@@ -104,6 +108,7 @@ class MetadataStore:
         if was_empty or "metadata.version" not in self.image.features:
             self._append(self._bootstrap_records())
         self.broker_epoch = self._append([("RegisterBrokerRecord", self._registration(-1))], patch_epoch=True)
+        self._take_leadership()
         log.info("Metadata log %s: %d topics, leader epoch %d, broker epoch %d, end offset %d", md.dir,
                  len(self.image.topics_by_id), self.epoch, self.broker_epoch, md.log_end_offset)
 
@@ -174,6 +179,53 @@ class MetadataStore:
                           features=features, rack=None, fenced=True, in_controlled_shutdown=False,
                           log_dirs=sorted(set(self.directory_ids.values()), key=lambda u: u.bytes)
                           if supports_directory_assignment(self.metadata_version) else [])
+
+    # ------------------------------------------------------------------ partition leadership
+
+    def _take_leadership(self) -> None:
+        """Lead every partition again, with the PartitionChangeRecords Kafka's controller writes
+        when a broker comes back: a still-registered previous incarnation (no controlled
+        shutdown) is fenced first (leader -1), then the unfenced broker is elected. Each change
+        is a new leader epoch, so epochs grow across restarts exactly as with Kafka."""
+        changes: list[tuple[str, Any]] = []
+        for topic in self.image.topics_by_id.values():
+            for index, part in sorted(topic.partitions.items()):
+                if part.leader == self.node_id:
+                    changes.append(self._fence(topic.topic_id, index))
+                changes.append(self._elect(topic.topic_id, index, part))
+        self._append_chunked(changes)
+
+    def resign(self) -> None:
+        """Controlled shutdown: give up the leadership of every partition (leader -1), as Kafka's
+        controller records it when the broker stops cleanly."""
+        if self.log is None:
+            return
+        changes = [self._fence(topic.topic_id, index)
+                   for topic in self.image.topics_by_id.values()
+                   for index, part in sorted(topic.partitions.items()) if part.leader == self.node_id]
+        self._append_chunked(changes)
+
+    def _elr(self) -> bool:
+        return self.metadata_version >= MV_4_0_IV1
+
+    def _fence(self, topic_id: Uuid, index: int) -> tuple[str, Any]:
+        fields: dict[str, Any] = {"partition_id": index, "topic_id": topic_id, "leader": -1}
+        if self._elr():
+            # with ELR the last ISR member leaves the ISR and becomes the eligible leader
+            fields.update(isr=[], eligible_leader_replicas=[self.node_id], last_known_elr=[self.node_id])
+        return ("PartitionChangeRecord", new_record("PartitionChangeRecord", **fields))
+
+    def _elect(self, topic_id: Uuid, index: int, part: PartitionState) -> tuple[str, Any]:
+        fields: dict[str, Any] = {"partition_id": index, "topic_id": topic_id, "leader": self.node_id}
+        if part.isr != [self.node_id]:
+            fields["isr"] = [self.node_id]
+        if self._elr():
+            fields.update(eligible_leader_replicas=[], last_known_elr=[])
+        return ("PartitionChangeRecord", new_record("PartitionChangeRecord", **fields))
+
+    def _append_chunked(self, records: list[tuple[str, Any]], chunk: int = MAX_RECORDS_PER_BATCH) -> None:
+        for i in range(0, len(records), chunk):
+            self._append(records[i:i + chunk])
 
     # ------------------------------------------------------------------ appends
 
