@@ -1,0 +1,74 @@
+"""A minimal in-process broker for transaction coordinator tests: real partition logs in a temp dir."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+from odradek.cluster_metadata import Topic, random_uuid
+from odradek.config import BrokerConfig
+from odradek.handlers.producer_ids import ProducerIdManager
+from odradek.logstore.config import LogConfig
+from odradek.logstore.partition_log import PartitionLog
+
+
+class FakeMetadata:
+    """Topics by name and id; creating a topic opens its partition logs."""
+
+    def __init__(self, broker: FakeBroker) -> None:
+        self.broker = broker
+        self.topics: dict[str, Topic] = {}
+
+    def get(self, name: str) -> Topic | None:
+        return self.topics.get(name)
+
+    def by_id(self, topic_id: Any) -> Topic | None:
+        return next((t for t in self.topics.values() if t.topic_id == topic_id), None)
+
+    def create_topic(self, name: str, partitions: int, configs: dict[str, str]) -> Topic:
+        topic = Topic(name, random_uuid(), partitions, dict(configs))
+        self.topics[name] = topic
+        for index in range(partitions):
+            self.broker.open_log(name, index, configs)
+        return topic
+
+
+class FakeBroker:
+    """Config, metadata, logs under `root` and a producer id allocator; `restart()` reopens the logs."""
+
+    def __init__(self, root: Path, **overrides: object) -> None:
+        props = {"transaction.state.log.num.partitions": "5"}
+        props.update({k: str(v) for k, v in overrides.items()})
+        self.root = root
+        self.config = BrokerConfig(props)
+        self.metadata = FakeMetadata(self)
+        self.leader_epoch = 0
+        self.coordinators: dict[str, Any] = {}
+        self.logs: dict[tuple[str, int], PartitionLog] = {}
+        self.producer_ids = ProducerIdManager(-1)
+        self.notified = 0
+
+    def open_log(self, name: str, index: int, configs: dict[str, str]) -> PartitionLog:
+        plog = PartitionLog.open(self.root / f"{name}-{index}", LogConfig.from_props(configs))
+        plog.become_leader(self.leader_epoch)
+        self.logs[(name, index)] = plog
+        return plog
+
+    def partition_log(self, name: str, index: int) -> PartitionLog | None:
+        return self.logs.get((name, index))
+
+    def notify_appended(self) -> None:
+        self.notified += 1
+
+    def restart(self) -> FakeBroker:
+        """Close every log cleanly and open a new broker over the same dirs (same topics)."""
+        for plog in self.logs.values():
+            plog.close()
+        other = FakeBroker(self.root)
+        other.config = self.config
+        for topic in self.metadata.topics.values():
+            other.metadata.topics[topic.name] = topic
+            for index in range(topic.partitions):
+                other.open_log(topic.name, index, topic.configs)
+        other.producer_ids = ProducerIdManager.after_logs(other.logs.values())
+        return other
