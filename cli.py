@@ -64,6 +64,7 @@ CLIENT_TOOLS = (
     ("console-consumer", "console_consumer", "print records of a topic (like kafka-console-consumer.sh)"),
     ("consumer-groups", "consumer_groups", "list, describe and reset consumer groups (like kafka-consumer-groups.sh)"),
     ("get-offsets", "get_offsets", "show partition offsets at a time (like kafka-get-offsets.sh)"),
+    ("broker-api-versions", "broker_api_versions", "list the APIs a broker serves (like kafka-broker-api-versions.sh)"),
 )
 
 
