@@ -25,7 +25,7 @@ import trio
 from ..config import BROKER_CONFIGS
 from ..handlers.common import error_code_for
 from ..wire.errors import ErrorCode
-from ..wire.records import iter_batches
+from ..wire.records import ControlRecordType, iter_batches, parse_control_record_key
 from . import consumer as consumer_records
 from . import records as rec
 from .classic import (
@@ -88,6 +88,9 @@ class GroupCoordinator:
         self.groups: dict[str, Group] = {}
         self.offsets: dict[str, dict[tuple[str, int], CommittedOffset]] = {}
         self.active = False
+        # Transactional offset commits found at load whose transaction has no marker yet:
+        # (producer id, offsets partition) -> group -> (topic, partition) -> CommittedOffset.
+        self.pending_transactional: dict[tuple[int, int], dict[str, dict[tuple[str, int], CommittedOffset]]] = {}
         self._last_retention_check = 0.0
         self._clock_ms = _now_ms
 
@@ -116,6 +119,7 @@ class GroupCoordinator:
         """Load groups and offsets from ``__consumer_offsets`` (if it exists)."""
         if self.broker is not None:
             self._load_all()
+            self._hand_over_pending_transactional()
         self.active = True
 
     async def shutdown(self) -> None:
@@ -237,23 +241,24 @@ class GroupCoordinator:
             partition_log = broker.partition_log(rec.OFFSETS_TOPIC, partition)
             if partition_log is None:
                 continue
-            for key, value in _read_records(partition_log):
+            # transactional offset commits wait for their transaction's marker
+            in_txn: dict[int, list[rec.OffsetCommitRecord]] = {}
+            for producer_id, marker, key, value in _read_entries(partition_log):
+                if marker is not None:
+                    for pending in in_txn.pop(producer_id, []):
+                        if marker == ControlRecordType.COMMIT:
+                            self._apply_offset_record(pending)
+                    continue
                 try:
                     record = rec.decode_record(key, value)
                 except Exception:
                     log.warning("Skipping an unreadable record in %s-%d", rec.OFFSETS_TOPIC, partition)
                     continue
                 if isinstance(record, rec.OffsetCommitRecord):
-                    offsets = self.offsets.setdefault(record.group, {})
-                    tp = (record.topic, record.partition)
-                    if record.value is None:
-                        offsets.pop(tp, None)
+                    if producer_id >= 0:
+                        in_txn.setdefault(producer_id, []).append(record)
                     else:
-                        v = record.value
-                        offsets[tp] = CommittedOffset(
-                            v.offset, v.leader_epoch, v.metadata or "", v.commit_timestamp,
-                            v.expire_timestamp if record.value_version == 1 else -1,
-                        )
+                        self._apply_offset_record(record)
                 elif isinstance(record, rec.GroupMetadataRecord):
                     if record.value is None:
                         group_values.pop(record.group, None)
@@ -271,6 +276,11 @@ class GroupCoordinator:
                     else:
                         by_type[member] = record.value
                         raw[key] = value  # type: ignore[assignment]
+            for producer_id, records in in_txn.items():
+                target = self.pending_transactional.setdefault((producer_id, partition), {})
+                for r in records:
+                    if r.value is not None:
+                        target.setdefault(r.group, {})[(r.topic, r.partition)] = _committed(r)
         now = self.monotonic()
         for group_id, value in group_values.items():
             if value is None:
@@ -293,6 +303,38 @@ class GroupCoordinator:
                 self.groups[group_id] = ClassicGroup(group_id)
         log.info("Loaded %d groups and offsets of %d groups from %s",
                  len(self.groups), len(self.offsets), rec.OFFSETS_TOPIC)
+
+    def _apply_offset_record(self, record: rec.OffsetCommitRecord) -> None:
+        offsets = self.offsets.setdefault(record.group, {})
+        tp = (record.topic, record.partition)
+        if record.value is None:
+            offsets.pop(tp, None)
+        else:
+            offsets[tp] = _committed(record)
+
+    def _hand_over_pending_transactional(self) -> None:
+        """Give open transactions' offsets to the transaction coordinator, which applies them when
+        it writes the transaction's COMMIT marker (its ``groups.pending`` table)."""
+        if not self.pending_transactional or self.broker is None:
+            return
+        txn = self.broker.coordinators.get("transactions")
+        table = getattr(getattr(txn, "groups", None), "pending", None)
+        if not isinstance(table, dict):
+            return
+        for key, groups in self.pending_transactional.items():
+            slot = table.setdefault(key, {})
+            for group_id, values in groups.items():
+                slot.setdefault(group_id, {}).update(values)
+
+    def has_pending_transactional(self, group_id: str, tp: tuple[str, int]) -> bool:
+        """Whether an open transaction holds an offset for the partition (OffsetFetch require_stable)."""
+        tables = [self.pending_transactional]
+        if self.broker is not None:
+            txn = self.broker.coordinators.get("transactions")
+            table = getattr(getattr(txn, "groups", None), "pending", None)
+            if isinstance(table, dict):
+                tables = [table]
+        return any(tp in groups.get(group_id, {}) for table in tables for groups in table.values())
 
     def _group_from_value(self, group_id: str, value: Any, now: float) -> ClassicGroup:
         group = ClassicGroup(group_id)
@@ -1157,9 +1199,16 @@ def _inconsistent(requested: str | None, current: str | None) -> bool:
     return requested is not None and current is not None and requested != current
 
 
-def _read_records(partition_log: Any) -> list[tuple[bytes | None, bytes | None]]:
-    """Every (key, value) of a partition log, in offset order; control batches skipped."""
-    out: list[tuple[bytes | None, bytes | None]] = []
+def _committed(record: rec.OffsetCommitRecord) -> CommittedOffset:
+    v = record.value
+    return CommittedOffset(v.offset, v.leader_epoch, v.metadata or "", v.commit_timestamp,
+                           v.expire_timestamp if record.value_version == 1 else -1)
+
+
+def _read_entries(partition_log: Any) -> list[tuple[int, int | None, bytes | None, bytes | None]]:
+    """Every record of a partition log in offset order as (producer id if transactional else -1,
+    marker type for a transaction marker else None, key, value)."""
+    out: list[tuple[int, int | None, bytes | None, bytes | None]] = []
     offset = partition_log.log_start_offset
     end = partition_log.log_end_offset
     while offset < end:
@@ -1172,14 +1221,18 @@ def _read_records(partition_log: Any) -> list[tuple[bytes | None, bytes | None]]
         for batch in iter_batches(buf):
             header = batch.header()
             next_offset = header.base_offset + header.last_offset_delta + 1
-            if header.attributes & 0x20:  # control batch (transaction marker)
-                continue
+            transactional = bool(header.attributes & 0x10)
+            producer_id = header.producer_id if transactional else -1
             for record in batch.records():
                 if header.base_offset + record.offset_delta < offset:
                     continue
+                if header.attributes & 0x20:  # control batch: a transaction marker
+                    _, marker = parse_control_record_key(record.key)
+                    out.append((header.producer_id, int(marker), None, None))
+                    continue
                 key = None if record.key is None else bytes(record.key)
                 value = None if record.value is None else bytes(record.value)
-                out.append((key, value))
+                out.append((producer_id, None, key, value))
         if next_offset <= offset:
             break
         offset = next_offset

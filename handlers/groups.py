@@ -315,7 +315,7 @@ async def handle_offset_fetch(ctx: RequestContext, header, request) -> object:
             wanted = None if g.topics is None else [(t.name, i) for t in g.topics for i in t.partition_indexes]
             member_id = g.member_id if version >= 9 else None
             epoch = g.member_epoch if version >= 9 else -1
-            code, offsets = _fetch(coordinator, g.group_id, wanted, member_id, epoch)
+            code, offsets = _fetch(coordinator, g.group_id, wanted, member_id, epoch, request.require_stable)
             groups.append(OffsetFetchResponse.OffsetFetchResponseGroup(
                 group_id=g.group_id, error_code=int(code),
                 topics=[
@@ -324,8 +324,8 @@ async def handle_offset_fetch(ctx: RequestContext, header, request) -> object:
                         partitions=[
                             OffsetFetchResponse.OffsetFetchResponsePartitions(
                                 partition_index=i, committed_offset=o, committed_leader_epoch=e,
-                                metadata=m, error_code=0)
-                            for i, o, e, m in parts
+                                metadata=m, error_code=int(err))
+                            for i, o, e, m, err in parts
                         ],
                     )
                     for name, parts in offsets
@@ -333,10 +333,10 @@ async def handle_offset_fetch(ctx: RequestContext, header, request) -> object:
             ))
         return OffsetFetchResponse(throttle_time_ms=0, groups=groups)
     wanted = None if request.topics is None else [(t.name, i) for t in request.topics for i in t.partition_indexes]
-    code, offsets = _fetch(coordinator, request.group_id, wanted, None, -1)
+    code, offsets = _fetch(coordinator, request.group_id, wanted, None, -1, version >= 7 and request.require_stable)
     if version < 2 and code != ErrorCode.NONE:
         # v0/v1 have no top-level error: every partition carries it.
-        offsets = [(name, [(i, -1, -1, "") for i, *_ in parts]) for name, parts in offsets]
+        offsets = [(name, [(i, -1, -1, "", code) for i, *_ in parts]) for name, parts in offsets]
     return OffsetFetchResponse(
         throttle_time_ms=0, error_code=int(code),
         topics=[
@@ -345,8 +345,8 @@ async def handle_offset_fetch(ctx: RequestContext, header, request) -> object:
                 partitions=[
                     OffsetFetchResponse.OffsetFetchResponsePartition(
                         partition_index=i, committed_offset=o, committed_leader_epoch=e, metadata=m,
-                        error_code=int(code) if version < 2 else 0)
-                    for i, o, e, m in parts
+                        error_code=int(err))
+                    for i, o, e, m, err in parts
                 ],
             )
             for name, parts in offsets
@@ -355,8 +355,12 @@ async def handle_offset_fetch(ctx: RequestContext, header, request) -> object:
 
 
 def _fetch(coordinator: GroupCoordinator | None, group_id: str, wanted: list[tuple[str, int]] | None,
-           member_id: str | None, member_epoch: int) -> tuple[ErrorCode, list[tuple[str, list[tuple[int, int, int, str]]]]]:
-    """(error, [(topic, [(partition, offset, leader epoch, metadata)])]) in request (or topic) order."""
+           member_id: str | None, member_epoch: int, require_stable: bool = False) -> tuple[ErrorCode, list]:
+    """(error, [(topic, [(partition, offset, leader epoch, metadata, error)])]) in request (or topic) order.
+
+    With ``require_stable`` a partition an open transaction has an offset for answers
+    UNSTABLE_OFFSET_COMMIT (the client retries until the transaction completes).
+    """
     def empty_answer() -> list:
         return _group_by_topic([(tp, None) for tp in wanted or []])
 
@@ -369,16 +373,22 @@ def _fetch(coordinator: GroupCoordinator | None, group_id: str, wanted: list[tup
     except GroupError as exc:
         return exc.code, empty_answer()
     found = coordinator.fetch_offsets(group_id, wanted)
-    return ErrorCode.NONE, _group_by_topic(list(found.items()))
+    unstable = set()
+    if require_stable:
+        unstable = {tp for tp in found if coordinator.has_pending_transactional(group_id, tp)}
+    return ErrorCode.NONE, _group_by_topic(list(found.items()), unstable)
 
 
-def _group_by_topic(items: list) -> list[tuple[str, list[tuple[int, int, int, str]]]]:
-    out: dict[str, list[tuple[int, int, int, str]]] = {}
+def _group_by_topic(items: list, unstable: set | frozenset = frozenset()) -> list:
+    out: dict[str, list[tuple[int, int, int, str, ErrorCode]]] = {}
     for (topic, partition), value in items:
-        if value is None:
-            out.setdefault(topic, []).append((partition, -1, -1, ""))
+        if (topic, partition) in unstable:
+            out.setdefault(topic, []).append((partition, -1, -1, "", ErrorCode.UNSTABLE_OFFSET_COMMIT))
+        elif value is None:
+            out.setdefault(topic, []).append((partition, -1, -1, "", ErrorCode.NONE))
         else:
-            out.setdefault(topic, []).append((partition, value.offset, value.leader_epoch, value.metadata))
+            out.setdefault(topic, []).append(
+                (partition, value.offset, value.leader_epoch, value.metadata, ErrorCode.NONE))
     return list(out.items())
 
 

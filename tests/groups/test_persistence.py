@@ -140,3 +140,36 @@ def test_offsets_of_an_empty_group_expire_after_retention(tmp_path):
     # the commit's batch has baseSequence 0; the expiry tombstones go in one batch with -1, as Kafka 3.9
     assert [h.base_sequence for h, _ in found] == [0, -1, -1]
     assert found[1][0].base_offset == found[2][0].base_offset
+
+
+def test_transactional_offsets_load_by_their_markers(tmp_path):
+    """Offsets of a committed transaction apply, of an aborted one are dropped, of an open one stay
+    pending (and make OffsetFetch with require_stable answer UNSTABLE_OFFSET_COMMIT)."""
+    from odradek.wire.records import ControlRecordType, SimpleRecord, build_batch, build_end_txn_marker_batch
+
+    broker = FakeBroker(tmp_path)
+    broker.metadata.create_topic("t", 3, {})
+
+    async def write(c):
+        c.ensure_offsets_topic()
+        plog = broker.partition_log(CONSUMER_OFFSETS, c.partition_for("txg"))
+        for pid, offset in ((7, 10), (8, 20), (9, 30)):
+            value = rec.offset_commit_value(offset, -1, "", 1000)
+            batch = build_batch([SimpleRecord(value, rec.offset_commit_key("txg", "t", pid - 7), (), 1000)],
+                                producer_id=pid, producer_epoch=0, base_sequence=0, is_transactional=True)
+            plog.append_as_coordinator(bytearray(batch), 0, 1000)
+        for pid, marker in ((7, ControlRecordType.COMMIT), (8, ControlRecordType.ABORT)):
+            batch = build_end_txn_marker_batch(marker, producer_id=pid, producer_epoch=0, coordinator_epoch=0,
+                                               timestamp=1000)
+            plog.append_as_coordinator(bytearray(batch), 0, 1000)
+
+    run_with_coordinator(broker, write)
+
+    async def after(c):
+        offsets = c.fetch_offsets("txg", None)
+        assert {tp: o.offset for tp, o in offsets.items()} == {("t", 0): 10}
+        (key,) = c.pending_transactional
+        assert key[0] == 9 and c.pending_transactional[key]["txg"][("t", 2)].offset == 30
+        assert c.has_pending_transactional("txg", ("t", 2)) and not c.has_pending_transactional("txg", ("t", 0))
+
+    run_with_coordinator(broker.restarted(), after)
