@@ -7,6 +7,7 @@ from typing import Any
 
 from odradek.cluster_metadata import Topic, random_uuid
 from odradek.config import BrokerConfig
+from odradek.handlers.fetch_sessions import FetchSessionCache
 from odradek.handlers.producer_ids import ProducerIdManager
 from odradek.logstore.config import LogConfig
 from odradek.logstore.partition_log import PartitionLog
@@ -47,6 +48,7 @@ class FakeBroker:
         self.logs: dict[tuple[str, int], PartitionLog] = {}
         self.producer_ids = ProducerIdManager(-1)
         self.notified = 0
+        self.fetch_sessions = FetchSessionCache()
 
     def open_log(self, name: str, index: int, configs: dict[str, str]) -> PartitionLog:
         plog = PartitionLog.open(self.root / f"{name}-{index}", LogConfig.from_props(configs))
@@ -59,6 +61,9 @@ class FakeBroker:
 
     def notify_appended(self) -> None:
         self.notified += 1
+
+    async def wait_for_append(self, timeout_s: float) -> bool:
+        return False
 
     def restart(self) -> FakeBroker:
         """Close every log cleanly and open a new broker over the same dirs (same topics)."""
