@@ -12,6 +12,7 @@ import trio
 
 from ..broker import now_ms
 from ..cluster_metadata import INTERNAL_TOPICS
+from ..txn_coordinator.coordinator import verify_transactional_produce
 from ..wire.errors import ErrorCode
 from ..wire.protocol import response_class, supported_versions
 from .common import error_code_for
@@ -71,6 +72,11 @@ async def handle_produce(ctx: RequestContext, header, request) -> object | None:
             records = pdata.records
             if records is None or len(records) == 0:
                 partitions.append(_partition_error(index, ErrorCode.INVALID_RECORD, "Produce request has no records"))
+                continue
+            refused = verify_transactional_produce(
+                broker, request.transactional_id, topic.name, index, partition_log, records)
+            if refused is not None:
+                partitions.append(_partition_error(index, *refused))
                 continue
             try:
                 info = partition_log.append_as_leader(records, broker.leader_epoch, now_ms())

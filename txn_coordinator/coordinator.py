@@ -522,3 +522,51 @@ def describe_value(meta: TransactionMetadata) -> dict[str, Any]:
         "state": meta.state.display_name,
         "partitions": sorted(meta.partitions),
     }
+
+
+_PRODUCE_ERRORS = {
+    # ReplicaManager: coordinator trouble becomes NOT_ENOUGH_REPLICAS, which every client retries
+    ErrorCode.CONCURRENT_TRANSACTIONS: (ErrorCode.NOT_ENOUGH_REPLICAS, True),
+    ErrorCode.COORDINATOR_LOAD_IN_PROGRESS: (ErrorCode.NOT_ENOUGH_REPLICAS, True),
+    ErrorCode.COORDINATOR_NOT_AVAILABLE: (ErrorCode.NOT_ENOUGH_REPLICAS, True),
+    ErrorCode.NOT_COORDINATOR: (ErrorCode.NOT_ENOUGH_REPLICAS, True),
+    ErrorCode.INVALID_TXN_STATE: (ErrorCode.INVALID_TXN_STATE, False),
+}
+
+
+def verify_transactional_produce(broker: Any, transactional_id: str | None, topic: str, partition: int,
+                                 partition_log: Any, records: Any) -> tuple[ErrorCode, str] | None:
+    """KIP-890 produce verification (Kafka's transaction.partition.verification.enable, on by default):
+    the first transactional batch of a producer in a partition is only appended if the coordinator has
+    that partition in the producer's ongoing transaction. Returns (error, message) to refuse it, else None.
+
+    Reads four header fields only; later batches of the same transaction skip the check (the
+    partition's producer state already shows the open transaction), as in Kafka.
+    """
+    if transactional_id is None or records is None or len(records) < 61 or records[16] != 2:
+        return None
+    attributes = int.from_bytes(records[21:23], "big")
+    if not attributes & 0x10 or attributes & 0x20:
+        return None
+    raw = broker.config.raw.get("transaction.partition.verification.enable") if broker.config is not None else None
+    if raw is not None and raw.strip().lower() == "false":
+        return None
+    producer_id = int.from_bytes(records[43:51], "big", signed=True)
+    producer_epoch = int.from_bytes(records[51:53], "big", signed=True)
+    entry = partition_log.producer_state.producers.get(producer_id)
+    if entry is not None and entry.current_txn_first_offset is not None and entry.producer_epoch == producer_epoch:
+        return None
+    coordinator = broker.coordinators.get("transactions")
+    if coordinator is None or not coordinator.active:
+        code = ErrorCode.COORDINATOR_NOT_AVAILABLE
+    else:
+        code = coordinator.verify_partitions(transactional_id, producer_id, producer_epoch,
+                                             [(topic, partition)])[(topic, partition)]
+    if code == ErrorCode.NONE:
+        return None
+    mapped, retriable = _PRODUCE_ERRORS.get(code, (code, False))
+    if mapped == ErrorCode.INVALID_TXN_STATE:
+        return mapped, "Partition was not added to the transaction"
+    if retriable:
+        return mapped, f"Unable to verify the partition has been added to the transaction. Underlying error: {code.name}"
+    return mapped, code.name

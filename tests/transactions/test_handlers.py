@@ -104,3 +104,26 @@ def test_transaction_apis_over_the_wire(broker, coordinator) -> None:
     part = call(broker, 1, 11, req).responses[0].partitions[0]
     assert part.last_stable_offset == 3
     assert [(a.producer_id, a.first_offset) for a in part.aborted_transactions] == [(pid, 0)]
+
+
+def test_produce_verifies_the_partition_is_in_the_transaction(broker, coordinator) -> None:
+    broker.metadata.create_topic("d", 2, {})
+    resp = init(broker, "app")
+    pid = resp.producer_id
+    assert add(broker, "app", pid, 0, [0]) == {0: 0}
+    P = request_class(0)
+
+    def produce(partition: int, seq: int, txn_id: str | None = "app") -> tuple[int, str | None]:
+        batch = build_batch([SimpleRecord(b"x", b"k", (), 1_800_000_000_000)], producer_id=pid, producer_epoch=0,
+                            base_sequence=seq, is_transactional=True)
+        req = P(transactional_id=txn_id, acks=-1, timeout_ms=1000, topic_data=[P.TopicProduceData(
+            name="d", partition_data=[P.PartitionProduceData(index=partition, records=batch)])])
+        r = call(broker, 0, 9, req).responses[0].partition_responses[0]
+        return r.error_code, r.error_message
+
+    assert produce(1, 0) == (E.INVALID_TXN_STATE, "Partition was not added to the transaction")
+    assert produce(0, 0) == (0, None)
+    assert produce(0, 1) == (0, None)  # the open transaction is known to the partition: no new check
+    assert broker.partition_log("d", 1).log_end_offset == 0
+    broker.config.raw["transaction.partition.verification.enable"] = "false"
+    assert produce(1, 0) == (0, None)
