@@ -139,6 +139,30 @@ def test_starts_on_real_kafka_41_log_dir_and_serves_its_topics(odradek_broker_fa
     assert names.count("TopicRecord") == 2 and "RegisterBrokerRecord" in names
 
 
+def test_real_kafka_41_dir_goes_back_to_kafka_after_odradek(odradek_broker_factory, kafka_broker_factory,
+                                                             tmp_path) -> None:
+    # a dynamic-quorum (kraft.version 1) directory: Odradek continues its metadata log, Kafka 4.1
+    # takes it back and serves what Odradek wrote
+    data = _copy_writable(FIXTURE_41, tmp_path / "kafka-logs")
+    odradek = odradek_broker_factory(overrides={"log.dirs": str(data)})
+    admin = KafkaAdminClient(bootstrap_servers=odradek.bootstrap)
+    admin.create_topics([NewTopic("added-by-odradek", 1, 1, topic_configs={"retention.ms": "600000"})])
+    admin.close()
+    producer = KafkaProducer(bootstrap_servers=odradek.bootstrap)
+    producer.send("topic_transactions", value=b"via-odradek").get(15)
+    producer.send("added-by-odradek", value=b"new-topic").get(15)
+    producer.close()
+    assert odradek.stop() == 0
+
+    kafka = kafka_broker_factory(overrides={"log.dirs": str(data)})
+    admin = KafkaAdminClient(bootstrap_servers=kafka.bootstrap)
+    assert _topic_configs(admin, "added-by-odradek") == {"retention.ms": "600000"}
+    admin.close()
+    got = _consume_all(kafka.bootstrap, [TopicPartition("topic_transactions", 0),
+                                         TopicPartition("added-by-odradek", 0)], 2)
+    assert got == [("added-by-odradek", 0, 0, None, b"new-topic"), ("topic_transactions", 0, 5, None, b"via-odradek")]
+
+
 def test_refuses_partitions_replicated_on_other_brokers(odradek_broker_factory, tmp_path) -> None:
     data = _copy_writable(FIXTURE_41, tmp_path / "kafka-logs")
     # node.id 2 of the same cluster: every partition's only replica is broker 1
