@@ -177,3 +177,32 @@ def test_console_script_help_speaks_kafka() -> None:
 def test_unreachable_bootstrap_is_a_clear_error(capsys) -> None:
     code, _, err = run_cli(capsys, "topics", "--bootstrap-server", "127.0.0.1:1", "--list")
     assert code == 1 and "cannot reach 127.0.0.1:1" in err
+
+
+def test_consumer_groups_describe_shows_active_members(any_broker, capsys) -> None:
+    from kafka import KafkaConsumer
+
+    b = ["--bootstrap-server", any_broker.bootstrap]
+    assert run_cli(capsys, "topics", *b, "--create", "--topic", "cli-members", "--partitions", "2")[0] == 0
+    consumer = KafkaConsumer("cli-members", bootstrap_servers=any_broker.bootstrap, group_id="cli-live",
+                             client_id="live-client", auto_offset_reset="earliest", enable_auto_commit=False)
+    try:
+        _wait_until(lambda: consumer.poll(timeout_ms=200) is not None and len(consumer.assignment()) == 2)
+        code, out, _ = run_cli(capsys, "consumer-groups", *b, "--describe", "--group", "cli-live", "--members")
+        rows = [line.split() for line in out.splitlines() if line.strip()]
+        assert code == 0 and rows[0] == ["GROUP", "CONSUMER-ID", "HOST", "CLIENT-ID", "#PARTITIONS"]
+        assert len(rows) == 2 and rows[1][0] == "cli-live" and rows[1][3:] == ["live-client", "2"]
+        assert rows[1][1].startswith("live-client-")
+        code, out, _ = run_cli(capsys, "consumer-groups", *b, "--describe", "--group", "cli-live", "--state")
+        rows = [line.split() for line in out.splitlines() if line.strip()]
+        assert rows[1][0] == "cli-live" and rows[1][-3:] == ["range", "Stable", "1"]
+        code, out, _ = run_cli(capsys, "consumer-groups", *b, "--describe", "--group", "cli-live")
+        rows = [line.split() for line in out.splitlines() if line.strip()]
+        # Nothing committed yet: CURRENT-OFFSET and LAG are "-", the owner is the live member.
+        assert [r[:6] for r in rows[1:]] == [["cli-live", "cli-members", str(p), "-", "0", "-"] for p in range(2)]
+        assert all(r[6].startswith("live-client-") and r[8] == "live-client" for r in rows[1:])
+        code, _, err = run_cli(capsys, "consumer-groups", *b, "--reset-offsets", "--group", "cli-live",
+                               "--topic", "cli-members", "--to-latest", "--execute")
+        assert code == 1 and "inactive" in err
+    finally:
+        consumer.close()
