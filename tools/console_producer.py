@@ -57,7 +57,7 @@ class LineReader:
         self.separator = unescape(properties.get("key.separator", "\t"))
         self.ignore_error = properties.get("ignore.error", "false").lower() == "true"
 
-    def parse(self, line: str) -> tuple[bytes | None, bytes] | None:
+    def parse(self, line: str) -> tuple[bytes | None, bytes]:
         if not self.parse_key:
             return None, line.encode()
         key, sep, value = line.partition(self.separator)
