@@ -29,12 +29,13 @@ from ..wire.records import (
 )
 from .records import (
     MetadataRecord,
+    decode_control_value,
     decode_metadata_record,
     encode_control_value,
     encode_metadata_record,
     new_record,
 )
-from .snapshot import SnapshotId, list_snapshots, read_snapshot
+from .snapshot import SnapshotId, list_snapshots, read_snapshot, read_snapshot_kraft_version
 
 log = logging.getLogger(__name__)
 
@@ -128,6 +129,24 @@ class MetadataLog:
             for batch in iter_batches(data):
                 if batch.header().base_offset + batch.header().last_offset_delta >= offset:
                     yield batch
+
+    def kraft_version(self) -> int:
+        """The KRaft protocol version (kraft.version) of the newest snapshot and the log after it:
+        0 for a static voter set (what Odradek writes), 1 after KIP-853 formatting/upgrades."""
+        version = 0
+        snap = self.latest_snapshot()
+        start = 0
+        if snap is not None:
+            version = read_snapshot_kraft_version(self.dir / snap.file_name) or 0
+            start = snap.end_offset
+        for batch in self._batches_from(start):
+            if not batch.header().attributes & 0x20:
+                continue
+            for rec in batch.records():
+                _v, ctype = parse_control_record_key(rec.key)
+                if int(ctype) == int(ControlRecordType.KRAFT_VERSION) and rec.value is not None:
+                    version = int(decode_control_value(int(ctype), rec.value).k_raft_version)
+        return version
 
     def leader_changes(self) -> Iterator[tuple[int, int]]:
         """(offset, leader epoch) of every LEADER_CHANGE control record (for tests and tools)."""

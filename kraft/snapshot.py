@@ -149,6 +149,19 @@ def read_snapshot(path: Path) -> Iterator[MetadataRecord]:
     return iter(out)
 
 
+def read_snapshot_kraft_version(path: Path) -> int | None:
+    """The kraft.version of a snapshot's KRaftVersionRecord, None if it has none (kraft.version 0)."""
+    data = Path(path).read_bytes()
+    for batch in iter_batches(data):
+        if not batch.header().attributes & 0x20:
+            break
+        for rec in batch.records():
+            _v, ctype = parse_control_record_key(rec.key)
+            if int(ctype) == int(ControlRecordType.KRAFT_VERSION) and rec.value is not None:
+                return int(decode_control_value(int(ctype), rec.value).k_raft_version)
+    return None
+
+
 def read_snapshot_voters(path: Path) -> list[int] | None:
     """The voter ids of a snapshot's VotersRecord (kraft.version >= 1), None if it has none."""
     data = Path(path).read_bytes()

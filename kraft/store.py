@@ -100,8 +100,12 @@ class MetadataStore:
         self.check_servable()
         state = QuorumState.read(md.dir)
         self.epoch = max(md.last_epoch(), state.leader_epoch if state else 0) + 1
-        # Kafka persists the election before acting as leader of the new epoch
-        QuorumState(leader_id=self.node_id, leader_epoch=self.epoch, voters=[self.node_id]).write(md.dir)
+        # Kafka persists the election before acting as leader of the new epoch, in the file version
+        # of the log's kraft.version (0: with the voter set; 1: KIP-853, voters live in the log)
+        if md.kraft_version() >= 1:
+            QuorumState(leader_id=self.node_id, leader_epoch=self.epoch, data_version=1).write(md.dir)
+        else:
+            QuorumState(leader_id=self.node_id, leader_epoch=self.epoch, voters=[self.node_id]).write(md.dir)
         now = self.now_ms()
         was_empty = md.log_end_offset == 0 and md.latest_snapshot() is None
         md.become_leader(self.epoch, self.node_id, now)

@@ -58,7 +58,8 @@ def test_changes_survive_reopen(tmp_path: Path) -> None:
     md = MetadataLog.open(tmp_path)
     assert [e for _o, e in md.leader_changes()] == [1, 2]
     md.plog.close_handlers()
-    assert QuorumState.read(tmp_path / "__cluster_metadata-0").leader_epoch == 2
+    state = QuorumState.read(tmp_path / "__cluster_metadata-0")
+    assert state is not None and (state.leader_epoch, state.data_version, state.voters) == (2, 0, [1])
 
 
 def test_records_are_kafkas(tmp_path: Path) -> None:
@@ -120,6 +121,9 @@ def test_replays_a_real_kafka_41_metadata_log(tmp_path: Path) -> None:
     assert store.partition_leader_epoch() >= 10
     assert store.allocate_producer_ids() >= 1000
     store.close()
+    # a kraft.version 1 log (KRaftVersionRecord in the snapshot) keeps the data_version 1 quorum-state
+    state = QuorumState.read(data / "__cluster_metadata-0")
+    assert state is not None and (state.leader_epoch, state.data_version, state.voters) == (2, 1, [])
 
 
 def _write_kafka_like_log(path: Path, records: list[tuple[str, object]]) -> None:
