@@ -116,6 +116,17 @@ class Broker:
             nursery.start_soon(self._every, rp_interval, self.log_manager.checkpoint_recovery_points)
             nursery.start_soon(self._every, rp_interval, self.log_manager.checkpoint_log_start_offsets)
             nursery.start_soon(self.coordinators["groups"].run)
+            # retention (Kafka's kafka-log-retention task) and the removal of .deleted files and
+            # -delete dirs; structural log changes hop back to the event loop (run_exclusive)
+            self.log_manager.run_exclusive = trio.from_thread.run_sync
+            retention_s = max(int(cfg.get("log.retention.check.interval.ms")), 1) / 1000
+            nursery.start_soon(self._every, retention_s, self.log_manager.cleanup_logs)
+            delete_delay_s = int(cfg.get("log.segment.delete.delay.ms")) / 1000
+            nursery.start_soon(self._every, min(max(delete_delay_s, 0.05), 1.0), self.log_manager.delete_pending_dirs)
+            if cfg.get("log.cleaner.enable"):
+                from .logstore.cleaner import LogCleaner  # noqa: PLC0415 - only brokers run it
+                self.log_cleaner = LogCleaner.from_broker_config(self.log_manager, cfg.raw)
+                nursery.start_soon(self.log_cleaner.run_forever)
             flush_ms = cfg.log_flush_interval_ms
             if flush_ms < 2**62:
                 nursery.start_soon(self._every, max(flush_ms, 1) / 1000, self._flush_due_logs)

@@ -4,8 +4,6 @@ from __future__ import annotations
 
 import os
 
-import trio
-
 from ..wire.errors import ErrorCode
 from ..wire.protocol import response_class, supported_versions
 from .common import error_code_for
@@ -80,10 +78,21 @@ async def handle_delete_records(ctx: RequestContext, header, request) -> object:
                 results.append(R.DeleteRecordsPartitionResult(partition_index=p.partition_index, low_watermark=-1,
                                                               error_code=int(ErrorCode.UNKNOWN_TOPIC_OR_PARTITION)))
                 continue
+            if "delete" not in plog.config.cleanup_policy.replace(" ", "").split(","):
+                # Kafka's Partition.deleteRecordsOnLeader refuses logs without the delete policy
+                results.append(R.DeleteRecordsPartitionResult(partition_index=p.partition_index, low_watermark=-1,
+                                                              error_code=int(ErrorCode.POLICY_VIOLATION)))
+                continue
             # -1 means "up to the high watermark", as in Kafka.
             offset = plog.high_watermark if p.offset == -1 else p.offset
+            if offset < 0:
+                results.append(R.DeleteRecordsPartitionResult(partition_index=p.partition_index, low_watermark=-1,
+                                                              error_code=int(ErrorCode.OFFSET_OUT_OF_RANGE)))
+                continue
             try:
-                low = await trio.to_thread.run_sync(plog.delete_records_before, offset)
+                # Kafka only moves the log start offset here (no file I/O but the small epoch
+                # checkpoint); the segments below it go at the next retention check
+                low = plog.delete_records_before(offset, delete_segments=False)
             except Exception as exc:
                 results.append(R.DeleteRecordsPartitionResult(partition_index=p.partition_index, low_watermark=-1,
                                                               error_code=int(error_code_for(exc))))

@@ -71,6 +71,12 @@ class LogManager:
         self._pending_deletes: list[tuple[Path, float]] = []
         self.validate_records = validate_records
         self.started = False
+        # Runs a structural change of a log (segment list, rolls, renames) where appends and reads
+        # happen. Retention and the cleaner work in worker threads; the broker sets this to
+        # trio.from_thread.run_sync so those short steps run on the event loop, between appends.
+        self.run_exclusive: Callable[..., object] = lambda fn, *args: fn(*args)
+        # logs the cleaner is working on: retention leaves them alone (Kafka's in-progress map)
+        self.cleaning_in_progress: set[TopicPartition] = set()
 
     # -- configs --------------------------------------------------------------------------
     def config_for(self, topic: str) -> LogConfig:
@@ -85,6 +91,10 @@ class LogManager:
         for (t, _p), lg in self.logs.items():
             if t == topic:
                 lg.config = config
+                # Kafka's shouldRoll reads the log's current config (segment.bytes / segment.ms),
+                # so the live segments take the new one too
+                for seg in lg.segments:
+                    seg.config = config
 
     # -- startup --------------------------------------------------------------------------
     def startup(self) -> None:
@@ -157,6 +167,10 @@ class LogManager:
     # -- lookups / lifecycle of logs --------------------------------------------------------
     def get_log(self, topic: str, partition: int) -> PartitionLog | None:
         return self.logs.get((topic, partition))
+
+    def log_dir_of(self, tp: TopicPartition) -> LogDir | None:
+        """The log dir holding a partition (its checkpoint files live there)."""
+        return self._log_dir_of.get(tp)
 
     def all_logs(self) -> list[PartitionLog]:
         return list(self.logs.values())
@@ -253,9 +267,27 @@ class LogManager:
             d.high_watermarks.write({tp: lg.high_watermark for tp, lg in logs.items()})
 
     def cleanup_logs(self, now_ms: int | None = None) -> int:
-        """Retention pass over every log (Kafka: every log.retention.check.interval.ms = 5 min);
-        returns the number of segments deleted."""
-        return sum(lg.delete_old_segments(now_ms) for lg in self.all_logs() if not lg.closed)
+        """Retention pass (Kafka's LogManager.cleanupLogs, every log.retention.check.interval.ms):
+        every log that is not compacted (compact,delete logs are the cleaner's job, as in Kafka)
+        and not being cleaned. The check runs here (call it from a worker thread); the deletion
+        of a log with work goes through `run_exclusive`. Returns the number of segments deleted."""
+        now = int(time.time() * 1000) if now_ms is None else now_ms
+        deleted = 0
+        for tp, lg in list(self.logs.items()):
+            if lg.closed or lg.config.compact or tp in self.cleaning_in_progress:
+                continue
+            deleted += self.delete_old_segments_exclusive(lg, now)
+        return deleted
+
+    def delete_old_segments_exclusive(self, lg: PartitionLog, now: int) -> int:
+        """Retention of one log: checked here, applied through `run_exclusive` when due."""
+        if not lg.retention_due(now):
+            return 0
+
+        def run() -> int:
+            return 0 if lg.closed else lg.delete_old_segments(now)
+
+        return int(self.run_exclusive(run))  # type: ignore[call-overload]
 
     def remove_expired_producers(self, now_ms: int | None = None) -> None:
         """Forget producers idle for producer.id.expiration.ms (Kafka: every 10 min)."""

@@ -810,15 +810,20 @@ class PartitionLog:
     # =====================================================================================
     # retention / truncation
     # =====================================================================================
-    def delete_records_before(self, offset: int) -> int:
-        """DeleteRecords: move the log start offset to `offset` (<= high watermark) and drop the
-        segments wholly below it. Returns the new log start offset."""
+    def delete_records_before(self, offset: int, delete_segments: bool = True) -> int:
+        """DeleteRecords: move the log start offset to `offset` (<= high watermark). Returns the new
+        log start offset.
+
+        Kafka's `maybeIncrementLogStartOffset` only moves the start offset; the segments wholly below
+        it go at the next retention check (log-start-offset breach). `delete_segments=False` does
+        exactly that; the default also drops them now (the log store's older contract)."""
         if offset > self.high_watermark:
             raise OffsetOutOfRangeError(offset, self.log_start_offset, self.high_watermark, self.name)
         if offset <= self.log_start_offset:
             return self.log_start_offset
         self._increment_log_start_offset(offset)
-        self.delete_old_segments(only_log_start=True)
+        if delete_segments:
+            self.delete_old_segments(only_log_start=True)
         return self.log_start_offset
 
     def _increment_log_start_offset(self, offset: int) -> None:
@@ -862,45 +867,76 @@ class PartitionLog:
             self.delete_pending_segments(force=True)
         return len(to_delete)
 
-    def delete_old_segments(self, now_ms: int | None = None, only_log_start: bool = False) -> int:
-        """Retention (Kafka's deleteOldSegments): segments past retention.ms (by their largest
-        timestamp), beyond retention.bytes, or wholly below the log start offset. Files are renamed
-        to `.deleted` and removed after file.delete.delay.ms (`delete_pending_segments`). Returns
-        the number of segments deleted. Call it periodically (log.retention.check.interval.ms)."""
-        now = _now_ms() if now_ms is None else now_ms
+    def _retention_rules(self, now: int, only_log_start: bool = False) -> list[tuple[object, str]]:
+        """Kafka's deleteOldSegments order: log-start-offset breach, then retention.bytes, then
+        retention.ms (the last two only with cleanup.policy containing `delete`). Each entry is
+        (make_predicate, reason): make_predicate() gives a fresh predicate(segment, next) -> bool,
+        made when the rule runs (the size rule starts from the size left by the rules before it)."""
         cfg = self.config
-        n = 0
-        if not only_log_start and "delete" in cfg.cleanup_policy.split(","):
-            if cfg.retention_ms >= 0:
-                n += self._delete_segments(self._deletable(
-                    lambda seg, _nxt: now - seg.largest_timestamp > cfg.retention_ms),
-                    f"retention time {cfg.retention_ms}ms breach", now)
-            if cfg.retention_bytes >= 0:
-                diff = [self.size_in_bytes() - cfg.retention_bytes]
+        rules: list[tuple[object, str]] = [
+            (lambda: lambda _seg, nxt: nxt is not None and nxt.base_offset <= self.log_start_offset,
+             "log start offset breach")]
+        if only_log_start or "delete" not in cfg.cleanup_policy.split(","):
+            return rules
+        if cfg.retention_bytes >= 0:
+            def size_rule():
+                diff = self.size_in_bytes() - cfg.retention_bytes
+                if diff <= 0 and self.size_in_bytes() < cfg.retention_bytes:
+                    return lambda _seg, _nxt: False
+                left = [diff]
 
                 def size_breach(seg: LogSegment, _nxt) -> bool:
-                    if diff[0] - seg.size >= 0:
-                        diff[0] -= seg.size
+                    if left[0] - seg.size >= 0:
+                        left[0] -= seg.size
                         return True
                     return False
 
-                n += self._delete_segments(self._deletable(size_breach),
-                                           f"retention size {cfg.retention_bytes} breach", now)
-        n += self._delete_segments(self._deletable(
-            lambda _seg, nxt: nxt is not None and nxt.base_offset <= self.log_start_offset),
-            f"log start offset {self.log_start_offset} breach", now)
+                return size_breach
+
+            rules.append((size_rule, f"retention size {cfg.retention_bytes} breach"))
+        if cfg.retention_ms >= 0:
+            # the segment's largest timestamp (time index), or its mtime when it has none
+            rules.append((lambda: lambda seg, _nxt: now - seg.largest_timestamp > cfg.retention_ms,
+                          f"retention time {cfg.retention_ms}ms breach"))
+        return rules
+
+    def retention_due(self, now_ms: int | None = None) -> bool:
+        """True when `delete_old_segments(now_ms)` would delete something. Only looks at the oldest
+        segment (deletable segments are always a prefix), so a retention pass can run it in a worker
+        thread (it loads time indexes) and take the log's owner only when there is work."""
+        now = _now_ms() if now_ms is None else now_ms
+        segs = self.segments
+        if not segs:
+            return False
+        first = segs[0]
+        nxt = segs[1] if len(segs) > 1 else None
+        upper = nxt.base_offset if nxt is not None else self.log_end_offset
+        if self.high_watermark < upper or (nxt is None and first.size == 0):
+            return False
+        return any(make()(first, nxt) for make, _reason in self._retention_rules(now))
+
+    def delete_old_segments(self, now_ms: int | None = None, only_log_start: bool = False) -> int:
+        """Retention (Kafka's deleteOldSegments): segments wholly below the log start offset, beyond
+        retention.bytes, or past retention.ms (by their largest timestamp). Files are renamed to
+        `.deleted` and removed after file.delete.delay.ms (`delete_pending_segments`); an expired
+        active segment with data is rolled first. Returns the number of segments deleted. Call it
+        periodically (log.retention.check.interval.ms)."""
+        now = _now_ms() if now_ms is None else now_ms
+        n = 0
+        for make, reason in self._retention_rules(now, only_log_start):
+            n += self._delete_segments(self._deletable(make()), reason, now)
         return n
 
     def delete_pending_segments(self, force: bool = False) -> None:
         """Remove `.deleted` segment files whose delay has passed (or all of them with force)."""
         now = time.monotonic()
-        keep = []
-        for seg, due in self._pending_deletes:
-            if force or due <= now:
-                seg.delete_files()
-            else:
-                keep.append((seg, due))
-        self._pending_deletes = keep
+        # item by item (list.remove is atomic): retention may queue more while this runs in a thread
+        for item in [it for it in list(self._pending_deletes) if force or it[1] <= now]:
+            try:
+                self._pending_deletes.remove(item)
+            except ValueError:
+                continue
+            item[0].delete_files()
 
     # =====================================================================================
     # flush / close

@@ -1,0 +1,68 @@
+"""The log cleaner's key -> latest offset map (Kafka's OffsetMap / SkimpyOffsetMap).
+
+Kafka stores a 16-byte MD5 of each key and an 8-byte offset per slot in a fixed buffer
+(log.cleaner.dedupe.buffer.size / number of cleaner threads), and stops adding keys once
+`slots * log.cleaner.io.buffer.load.factor` are used: the cleaning round then ends at the last
+offset the map covers and the rest of the dirty section waits for the next round. This map keeps
+the same capacity rules (same slot count, same "full" point) so a round covers the same offsets
+as Kafka's; it stores the MD5 digests in a dict, so its memory use differs from Kafka's buffer.
+"""
+
+from __future__ import annotations
+
+import hashlib
+
+#: bytes of one slot in Kafka's map: MD5 digest + offset
+BYTES_PER_ENTRY = 16 + 8
+
+
+class OffsetMap:
+    """Latest offset of each key of the dirty section being cleaned.
+
+    `memory_bytes` is the dedupe buffer given to one cleaner thread; `slots` is what Kafka's
+    SkimpyOffsetMap would get from it. `latest_offset` is the last offset the map has seen (or was
+    fast-forwarded to with `update_latest_offset`), -1 when empty.
+    """
+
+    __slots__ = ("_map", "latest_offset", "lookups", "probes", "slots")
+
+    def __init__(self, memory_bytes: int) -> None:
+        self.slots = max(memory_bytes // BYTES_PER_ENTRY, 1)
+        self._map: dict[bytes, int] = {}
+        self.latest_offset = -1
+        self.lookups = 0
+        self.probes = 0
+
+    @staticmethod
+    def _digest(key: bytes | memoryview) -> bytes:
+        return hashlib.md5(key, usedforsecurity=False).digest()
+
+    def put(self, key: bytes | memoryview, offset: int) -> None:
+        """Record `offset` as the latest offset of `key` (later puts win, as the log is read in order)."""
+        self._map[self._digest(key)] = offset
+        self.latest_offset = offset
+
+    def get(self, key: bytes | memoryview) -> int:
+        """The latest offset of `key`, or -1 if the map has not seen it."""
+        self.lookups += 1
+        return self._map.get(self._digest(key), -1)
+
+    def update_latest_offset(self, offset: int) -> None:
+        """Move `latest_offset` forward over offsets without keys (gaps, control batches, aborted data)."""
+        self.latest_offset = offset
+
+    def clear(self) -> None:
+        self._map.clear()
+        self.latest_offset = -1
+
+    @property
+    def size(self) -> int:
+        """Number of distinct keys held."""
+        return len(self._map)
+
+    @property
+    def utilization(self) -> float:
+        return len(self._map) / self.slots
+
+    def __len__(self) -> int:
+        return len(self._map)
