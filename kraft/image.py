@@ -82,11 +82,17 @@ class MetadataImage:
         for rec in records:
             self.replay(rec)
 
-    def finish(self) -> None:
-        """End of the log: a transaction still open was never committed, drop it."""
+    def finish(self) -> bool:
+        """End of the log: a transaction still open was never committed, drop it.
+
+        Returns True when one was open: the next leader must then append an
+        AbortTransactionRecord before anything else, or a replay would count its records in.
+        """
         if self._txn is not None:
             log.warning("Metadata log ends inside a metadata transaction; dropping its %d records", len(self._txn))
             self._txn = None
+            return True
+        return False
 
     def replay(self, rec: MetadataRecord) -> None:
         """Apply one record (or hold it back while a metadata transaction is open)."""

@@ -96,7 +96,7 @@ class MetadataStore:
         md = self.log
         self._check_voters_in(md.dir, [md.latest_snapshot()])
         self.image.replay_all(md.replay_records())
-        self.image.finish()
+        open_transaction = self.image.finish()
         self.check_servable()
         state = QuorumState.read(md.dir)
         self.epoch = max(md.last_epoch(), state.leader_epoch if state else 0) + 1
@@ -109,6 +109,10 @@ class MetadataStore:
         now = self.now_ms()
         was_empty = md.log_end_offset == 0 and md.latest_snapshot() is None
         md.become_leader(self.epoch, self.node_id, now)
+        if open_transaction:
+            # what Kafka's controller writes on activation after a failover mid-transaction
+            self._append([("AbortTransactionRecord",
+                           new_record("AbortTransactionRecord", reason="Controller failover"))])
         if was_empty or "metadata.version" not in self.image.features:
             self._append(self._bootstrap_records())
         self.broker_epoch = self._append([("RegisterBrokerRecord", self._registration(-1))], patch_epoch=True)

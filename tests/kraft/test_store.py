@@ -198,3 +198,23 @@ def test_continues_a_kafka_38_log_with_its_record_versions(tmp_path: Path) -> No
     # directory assignment exists at 3.8-IV0, ELR does not: PartitionRecord v1, RegisterBrokerRecord v3
     assert next(r.version for r in recs if r.name == "PartitionRecord") == 1
     assert [r.version for r in recs if r.name == "RegisterBrokerRecord"][-1] == 3
+
+
+def test_an_unfinished_kafka_transaction_is_aborted_before_new_records(tmp_path: Path) -> None:
+    # Kafka crashed inside a metadata transaction: the records after it must not join it
+    tid = random_uuid()
+    md = MetadataLog.open(tmp_path)
+    md.become_leader(1, 1, 1)
+    md.append([("FeatureLevelRecord", new_record("FeatureLevelRecord", name="metadata.version",
+                                                  feature_level=27))], 1, 2)
+    md.append([("BeginTransactionRecord", new_record("BeginTransactionRecord", name="big change")),
+               ("TopicRecord", new_record("TopicRecord", name="half-made", topic_id=tid))], 1, 3)
+    md.close()
+    store = _store(tmp_path)
+    store.record("create", Topic("after", random_uuid(), 1, {}))
+    store.close()
+    assert set(_topics(_store(tmp_path))) == {"after"}
+    md = MetadataLog.open(tmp_path)
+    names = [r.name for r in md.replay_records()]
+    md.plog.close_handlers()
+    assert names.index("AbortTransactionRecord") < names.index("RegisterBrokerRecord")
