@@ -383,3 +383,44 @@ def test_starts_on_a_kafka_39_log_dir(odradek_broker_factory, kafka_broker_facto
     admin.close()
     assert _consume_all(kafka.bootstrap, [TopicPartition("odradek-on-39", 0)], 1) == [
         ("odradek-on-39", 0, 0, b"k", b"from-odradek")]
+
+
+# ---------------------------------------------------------------------------------- 6 (idempotence)
+
+def test_idempotent_producer_continues_across_the_moves(odradek_broker_factory, kafka_broker_factory,
+                                                        tmp_path) -> None:
+    # One producer session keeps sending while the directory goes Odradek -> Kafka 4.1 -> Odradek
+    # on the same port: each broker must know the producer's id and sequence from the producer
+    # snapshots and the ProducerIdsRecord, or the producer would see sequence/id errors.
+    data = tmp_path / "shared"
+    overrides = {"log.dirs": str(data)}
+    odradek = odradek_broker_factory(overrides=overrides)
+    port = odradek.port
+    producer = KafkaProducer(bootstrap_servers=odradek.bootstrap, enable_idempotence=True, retries=50,
+                             reconnect_backoff_max_ms=500)
+    sent: list[tuple[bytes, int]] = []
+
+    def send(prefix: str) -> None:
+        futures = [(f"{prefix}{i}".encode(), producer.send("idem", value=f"{prefix}{i}".encode(), partition=0))
+                   for i in range(10)]
+        producer.flush()
+        sent.extend((value, future.get(30).offset) for value, future in futures)
+
+    send("odradek-")
+    pid = producer._transaction_manager.producer_id_and_epoch
+    assert odradek.stop() == 0
+    kafka = kafka_broker_factory(overrides=overrides, port=port)
+    send("kafka-")
+    kafka.stop()
+    odradek2 = odradek_broker_factory(overrides=overrides, port=port)
+    send("again-")
+    assert producer._transaction_manager.producer_id_and_epoch == pid
+    producer.close()
+    assert [offset for _v, offset in sent] == list(range(30))
+    got = _consume_all(odradek2.bootstrap, [TopicPartition("idem", 0)], 30)
+    assert [(v, o) for _t, _p, o, _k, v in got] == sent
+    # a new producer gets an id from a block after every block handed out so far
+    fresh = KafkaProducer(bootstrap_servers=odradek2.bootstrap, enable_idempotence=True)
+    fresh.send("idem", value=b"new", partition=0).get(15)
+    assert fresh._transaction_manager.producer_id_and_epoch.producer_id >= 1000
+    fresh.close()
