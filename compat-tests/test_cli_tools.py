@@ -206,3 +206,17 @@ def test_consumer_groups_describe_shows_active_members(any_broker, capsys) -> No
         assert code == 1 and "inactive" in err
     finally:
         consumer.close()
+
+
+def test_broker_api_versions_lists_what_the_broker_serves(any_broker, capsys) -> None:
+    code, out, _ = run_cli(capsys, "broker-api-versions", "--bootstrap-server", any_broker.bootstrap)
+    lines = out.splitlines()
+    assert code == 0 and re.fullmatch(r"127\.0\.0\.1:\d+ \(id: \d+ rack: null\) -> \(", lines[0]) and lines[-1] == ")"
+    entries = {}
+    for line in lines[1:-1]:
+        m = re.fullmatch(r"\t(\w+)\((\d+)\): (?:(\d+) to (\d+) \[usable: (\d+|NONE)\]|UNSUPPORTED),?", line)
+        assert m, line
+        entries[m.group(1)] = m.groups()[2:]
+    assert entries["ApiVersions"][0] == "0" and entries["Produce"][2] != "NONE"
+    assert entries["SaslHandshake"] == (None, None, None) or any_broker.name == "kafka"
+    assert run_cli(capsys, "broker-api-versions", "--bootstrap-server", any_broker.bootstrap, "--quiet")[:2] == (0, "")
