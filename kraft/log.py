@@ -28,6 +28,7 @@ from ..wire.records import (
     parse_control_record_key,
 )
 from .records import (
+    FRAME_VERSION,
     MetadataRecord,
     decode_control_value,
     decode_metadata_record,
@@ -43,6 +44,9 @@ METADATA_TOPIC = "__cluster_metadata"
 METADATA_PARTITION_DIR = "__cluster_metadata-0"
 #: Kafka's Uuid.METADATA_TOPIC_ID
 METADATA_TOPIC_ID = Uuid(bytes(15) + b"\x01")
+
+_LOG_OVERHEAD = 12  # baseOffset + batchLength
+_NOOP_API_KEY = 20
 
 #: KafkaRaftClient's largest batch (MAX_BATCH_SIZE_BYTES): the metadata log's max.message.bytes.
 MAX_BATCH_BYTES = 8 * 1024 * 1024
@@ -118,15 +122,17 @@ class MetadataLog:
             if h.attributes & 0x20:
                 continue
             for rec in batch.records():
-                if rec.offset < start or rec.value is None:
+                if rec.offset < start or rec.value is None or _is_noop(rec.value):
                     continue
                 yield decode_metadata_record(rec.value)
 
     def _batches_from(self, offset: int) -> Iterator[Any]:
-        for seg in list(self.plog.segments):
+        segments = list(self.plog.segments)
+        for i, seg in enumerate(segments):
             # a segment's batches all lie below the next segment's base offset
-            data = _read_file(seg.log_path, seg.size)
-            for batch in iter_batches(data):
+            if i + 1 < len(segments) and segments[i + 1].base_offset <= offset:
+                continue
+            for batch in _file_batches(seg.log_path, seg.size):
                 if batch.header().base_offset + batch.header().last_offset_delta >= offset:
                     yield batch
 
@@ -198,9 +204,28 @@ class MetadataLog:
         self.plog.close()
 
 
-def _read_file(path: Path, size: int) -> bytes:
+def _file_batches(path: Path, size: int | None = None) -> Iterator[Any]:
+    """The batches of a segment file, read one at a time (a metadata segment may be 1 GiB);
+    stops at a batch that runs past `size` (default: the file size) or is malformed."""
     with open(path, "rb") as f:
-        return os.pread(f.fileno(), size, 0) if size else b""
+        end = os.fstat(f.fileno()).st_size if size is None else size
+        pos = 0
+        while pos + _LOG_OVERHEAD <= end:
+            head = os.pread(f.fileno(), _LOG_OVERHEAD, pos)
+            length = int.from_bytes(head[8:12], "big", signed=True)
+            total = _LOG_OVERHEAD + length
+            if length <= 0 or pos + total > end:
+                return
+            data = head + os.pread(f.fileno(), length, pos + _LOG_OVERHEAD)
+            if len(data) != total:
+                return
+            yield from iter_batches(data)
+            pos += total
+
+
+def _is_noop(value: Any) -> bool:
+    # NoOpRecord (api key 20, one-byte varints): Kafka writes one every 500 ms, nothing to apply
+    return len(value) >= 3 and value[0] == FRAME_VERSION and value[1] == _NOOP_API_KEY
 
 
 def scan_records_read_only(metadata_log_dir: Path) -> Iterator[MetadataRecord]:
@@ -217,12 +242,12 @@ def scan_records_read_only(metadata_log_dir: Path) -> Iterator[MetadataRecord]:
         yield from read_snapshot(path / snaps[-1].file_name)
     for seg in sorted(path.glob("*.log")):
         try:
-            for batch in iter_batches(seg.read_bytes()):
+            for batch in _file_batches(seg):
                 h = batch.header()
                 if h.attributes & 0x20 or h.base_offset + h.last_offset_delta < start:
                     continue
                 for rec in batch.records():
-                    if rec.offset >= start and rec.value is not None:
+                    if rec.offset >= start and rec.value is not None and not _is_noop(rec.value):
                         yield decode_metadata_record(rec.value)
         except Exception as e:  # noqa: BLE001 - a torn tail ends the scan, as recovery would
             log.debug("Stopped scanning %s: %s", seg, e)
