@@ -1,7 +1,8 @@
 """`.txnindex` files (Kafka's TransactionIndex / AbortedTxn): 34-byte entries of aborted transactions.
 
-Only the format is implemented for now: the transaction coordinator path that writes aborts comes later.
-The file is created when the first entry is appended (no preallocation).
+The log store appends an entry when an ABORT marker ends a transaction; READ_COMMITTED fetches read
+them back, so the entries are kept in memory after the first read (every change goes through this
+class). The file is created when the first entry is appended (no preallocation).
 """
 
 from __future__ import annotations
@@ -41,6 +42,7 @@ class TransactionIndex:
         self.path = Path(path)
         self.base_offset = base_offset
         self._last_offset: int | None = None
+        self._cache: list[AbortedTxn] | None = None
         for txn in self.all_entries():
             self._last_offset = txn.last_offset
 
@@ -57,21 +59,28 @@ class TransactionIndex:
         finally:
             os.close(fd)
         self._last_offset = txn.last_offset
+        if self._cache is not None:
+            self._cache.append(txn)
 
     def all_entries(self) -> list[AbortedTxn]:
-        try:
-            data = self.path.read_bytes()
-        except FileNotFoundError:
-            return []
-        out = []
-        for pos in range(0, len(data) - len(data) % ENTRY_SIZE, ENTRY_SIZE):
-            version, pid, first, last, lso = _ENTRY.unpack_from(data, pos)
-            out.append(AbortedTxn(pid, first, last, lso, version))
-        return out
+        """Every entry, in file order (a copy; read from the file once, then kept)."""
+        if self._cache is None:
+            try:
+                data = self.path.read_bytes()
+            except FileNotFoundError:
+                data = b""
+            out = []
+            for pos in range(0, len(data) - len(data) % ENTRY_SIZE, ENTRY_SIZE):
+                version, pid, first, last, lso = _ENTRY.unpack_from(data, pos)
+                out.append(AbortedTxn(pid, first, last, lso, version))
+            self._cache = out
+        return list(self._cache)
 
     def collect_aborted(self, fetch_offset: int, upper_bound_offset: int) -> list[AbortedTxn]:
         """Aborted transactions overlapping [fetch_offset, upper_bound_offset)."""
-        return [t for t in self.all_entries()
+        if self._cache is None:
+            self.all_entries()
+        return [t for t in self._cache or ()
                 if t.last_offset >= fetch_offset and t.first_offset < upper_bound_offset]
 
     def truncate_to(self, offset: int) -> None:
@@ -82,10 +91,12 @@ class TransactionIndex:
         with open(self.path, "r+b") as f:
             f.truncate(len(keep) * ENTRY_SIZE)
         self._last_offset = keep[-1].last_offset if keep else None
+        self._cache = keep
 
     def reset(self) -> None:
         self.path.unlink(missing_ok=True)
         self._last_offset = None
+        self._cache = []
 
     def sanity_check(self) -> None:
         if not self.path.exists():
@@ -105,6 +116,7 @@ class TransactionIndex:
         self.path = Path(new_path)
 
     def delete_if_exists(self) -> bool:
+        self._cache = []
         try:
             self.path.unlink()
             return True

@@ -186,3 +186,22 @@ def test_state_rebuilt_from_log_after_unclean_shutdown(tmp_path: Path) -> None:
 def test_check_append_ignores_producers_without_state(tmp_path: Path) -> None:
     psm = ProducerStateManager(tmp_path)
     assert psm.check_append(1, 0, 17, 2, False, False) is None
+
+
+def test_aborted_transactions_found_in_later_segments_and_fetch_bound(tmp_path: Path) -> None:
+    # the ABORT marker (and so the .txnindex entry) of a transaction can be segments after its data
+    lg = new_log(tmp_path, **{"segment.bytes": "300"})
+    lg.append_as_leader(batch(0, txn=True), 0)  # 0..2
+    for i in range(4):
+        lg.append_as_leader(batch(3 * i, pid=PID + 1), 0)  # other producer, rolls segments
+    lg.append_as_coordinator(marker(ControlRecordType.ABORT), 0)
+    assert len(lg.segments) >= 2 and lg.segments[-1].base_offset > 3  # the marker is in a later segment
+    assert lg.collect_aborted_transactions(0, 3) == [(PID, 0)]
+    data = lg.read(0, 100)  # the first batch only
+    upper = lg.fetch_upper_bound_offset(data)
+    assert 3 <= upper <= lg.log_end_offset
+    assert lg.collect_aborted_transactions(0, upper) == [(PID, 0)]
+    lg.close()
+    again = PartitionLog.open(tmp_path / "t-0", LogConfig.from_props({"segment.bytes": "300"}))
+    assert again.collect_aborted_transactions(0, 3) == [(PID, 0)]
+    again.close()
