@@ -9,9 +9,8 @@ records (Kafka's exact key/value formats, from ``group_coordinator.records``) as
 partition, keeps them pending, and when the transaction's marker lands in that partition either
 makes them the group's committed offsets (COMMIT) or drops them (ABORT).
 
-Known gaps (the group coordinator's side): OffsetFetch does not answer UNSTABLE_OFFSET_COMMIT
-while offsets are pending, and its loader applies offset records of aborted transactions after
-a restart.
+`pending` is shared with the group coordinator: at load it hands over the offsets of transactions
+that have no marker yet, and OffsetFetch with require_stable reads it (UNSTABLE_OFFSET_COMMIT).
 """
 
 from __future__ import annotations
