@@ -87,4 +87,6 @@ def test_metadata_partition_files_have_kafkas_shape(tmp_path: Path) -> None:
     d = tmp_path / "__cluster_metadata-0"
     assert (d / "partition.metadata").read_bytes() == (LOG_41 / "__cluster_metadata-0/partition.metadata").read_bytes()
     assert (d / "leader-epoch-checkpoint").read_text() == "0\n1\n1 0\n"
-    assert list(MetadataLog.open(tmp_path).leader_changes()) == [(0, 1)]
+    reopened = MetadataLog.open(tmp_path)
+    assert list(reopened.leader_changes()) == [(0, 1)]
+    reopened.close()

@@ -213,7 +213,9 @@ def test_an_unfinished_kafka_transaction_is_aborted_before_new_records(tmp_path:
     store = _store(tmp_path)
     store.record("create", Topic("after", random_uuid(), 1, {}))
     store.close()
-    assert set(_topics(_store(tmp_path))) == {"after"}
+    reopened = _store(tmp_path)
+    assert set(_topics(reopened)) == {"after"}
+    reopened.close()
     md = MetadataLog.open(tmp_path)
     names = [r.name for r in md.replay_records()]
     md.plog.close_handlers()
