@@ -143,6 +143,30 @@ def _wait_for_output(bootstrap: str, want: int, queries: dict) -> list:
         time.sleep(1)
 
 
+def _await_source_offsets(queries: dict, ends: dict[int, int], timeout: float = WAIT_S) -> None:
+    """Wait until every query has committed a batch reading up to ``ends`` (partition -> offset).
+
+    Like ``StreamingQuery.processAllAvailable`` but bounded: a stalled query fails the test
+    instead of hanging CI.
+    """
+    deadline = time.monotonic() + timeout
+    for name, q in queries.items():
+        while True:
+            exc = q.exception()
+            assert exc is None, f"{name} query failed: {exc}"
+            done = {}
+            for progress in q.recentProgress:
+                for source in progress.get("sources", []):
+                    end = source.get("endOffset")
+                    end = json.loads(end) if isinstance(end, str) else end
+                    for p, off in ((end or {}).get(INPUT) or {}).items():
+                        done[int(p)] = max(done.get(int(p), 0), int(off))
+            if all(done.get(p, 0) >= off for p, off in ends.items()):
+                break
+            assert time.monotonic() < deadline, f"{name} query read {done}, not {ends}, in {timeout} s"
+            time.sleep(0.5)
+
+
 @pytest.fixture(scope="module")
 def pipeline_run(spark, tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict]:
     """Run the streaming job over phase 1, a broker restart and phase 2 (see the module docstring)."""
@@ -165,8 +189,7 @@ def pipeline_run(spark, tmp_path_factory: pytest.TempPathFactory) -> Iterator[di
             checkpoint_dir=str(work / "checkpoints"), parquet_dir=str(work / "parquet"),
             window="1 minute", watermark="1 minute", trigger_seconds=1.0,
         )
-        for q in queries.values():
-            q.processAllAvailable()
+        _await_source_offsets(queries, ends1)
         # Max event time START+239 s -> watermark START+179 s: windows ending by then are final.
         want1 = generator.expected_page_windows(phase1, WINDOW_MS)
         closed1 = {k: v for k, v in want1.items() if k[1] + WINDOW_MS <= START + (PHASE - 1) * 1000 - 60_000}
@@ -175,7 +198,7 @@ def pipeline_run(spark, tmp_path_factory: pytest.TempPathFactory) -> Iterator[di
 
         # Restart mid-stream: both queries keep triggering while the broker is away.
         t0 = time.monotonic()
-        broker.stop()
+        assert broker.stop() == 0, broker.log_tail()
         time.sleep(3)
         broker.start()
         timings["restart"] = time.monotonic() - t0
@@ -183,15 +206,14 @@ def pipeline_run(spark, tmp_path_factory: pytest.TempPathFactory) -> Iterator[di
         t0 = time.monotonic()
         phase2 = generator.make_events(PHASE, first=PHASE)
         ends2 = generator.produce(bootstrap, INPUT, [*phase2, generator.heartbeat(phase2[-1]["ts"] + 600_000)])
-        for q in queries.values():
-            q.processAllAvailable()
+        _await_source_offsets(queries, {p: max(ends1.get(p, 0), ends2.get(p, 0)) for p in range(PARTITIONS)})
         want = generator.expected_page_windows(phase1 + phase2, WINDOW_MS)
         _wait_for_output(bootstrap, len(want), queries)
         # A few more triggers: nothing else may come out (no duplicates, no heartbeat window).
         time.sleep(4)
         for name, q in queries.items():
-            q.processAllAvailable()
             assert q.exception() is None, f"{name} query failed: {q.exception()}"
+            assert q.isActive, f"{name} query stopped"
         timings["phase 2"] = time.monotonic() - t0
         yield {
             "broker": broker, "bootstrap": bootstrap, "work": work, "phase1": phase1, "phase2": phase2,
@@ -297,6 +319,13 @@ def test_batch_backfill_by_timestamp(pipeline_run: dict, spark) -> None:
                                  starting_timestamp=START + 120_000)
     events = [e for e in pipeline_run["phase1"] + pipeline_run["phase2"] if e["ts"] >= START + 120_000]
     assert rows_to_stats(tail.collect()) == generator.expected_page_windows(events, WINDOW_MS)
+
+
+def test_broker_log_has_no_errors(pipeline_run: dict) -> None:
+    """Whatever Spark sent, Odradek's console.log shows no ERROR line and no traceback."""
+    text = pipeline_run["broker"].console_log.read_text(errors="replace")
+    bad = [line for line in text.splitlines() if " ERROR " in line or "Traceback" in line or " CRITICAL " in line]
+    assert not bad, "\n".join(bad[:30])
 
 
 def test_no_network_needed_at_run_time() -> None:

@@ -95,11 +95,13 @@ def produce(bootstrap: str, topic: str, events: Iterable[dict], *, client_id: st
         acks="all",
         enable_idempotence=True,
         linger_ms=5,
-        key_serializer=str.encode,
-        value_serializer=lambda v: json.dumps(v, separators=(",", ":")).encode(),
     )
     try:
-        futures = [producer.send(topic, key=e["user_id"], value=e, timestamp_ms=e["ts"]) for e in events]
+        futures = [
+            producer.send(topic, key=e["user_id"].encode(), value=json.dumps(e, separators=(",", ":")).encode(),
+                          timestamp_ms=e["ts"])
+            for e in events
+        ]
         producer.flush(timeout=60)
         ends: dict[int, int] = {}
         for f in futures:
