@@ -119,7 +119,7 @@ class ClusterMetadata:
         if store is not None:
             for topic in meta.topics.values():
                 if topic.configs:
-                    # logs were loaded before the configs were known
+                    # the configs reach every loaded log (adopted and Kafka-made topics included)
                     broker.reconfigure_topic(topic)
                 for index in range(topic.partitions):
                     if broker.log_manager.get_log(topic.name, index) is None:
