@@ -90,7 +90,7 @@ if [[ -f $SPARK_POM ]]; then
   spark_stamp=$CACHE/spark-kafka.stamp
   spark_want="$(sha256sum "$SPARK_POM" | cut -c1-16) spark-kafka"
   if ! classpath_ok "$spark_cp" "$spark_stamp" "$spark_want"; then
-    log "resolving Spark's Kafka connector jars with Maven (first run downloads ~45 MB)"
+    log "resolving Spark's Kafka connector jars with Maven (first run downloads ~70 MB)"
     spark_tmp=$spark_cp.tmp.$$
     spark_ok=0
     for attempt in 1 2; do
