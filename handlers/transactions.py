@@ -248,8 +248,11 @@ async def handle_list_transactions(ctx: RequestContext, header, request) -> obje
     version = header.api_version
     duration = request.duration_filter if version >= 1 else -1
     pattern = request.transactional_id_pattern if version >= 2 else None
-    unknown, found = coordinator.list_transactions(list(request.state_filters or []),
-                                                   list(request.producer_id_filters or []), duration, pattern)
+    try:
+        unknown, found = coordinator.list_transactions(list(request.state_filters or []),
+                                                       list(request.producer_id_filters or []), duration, pattern)
+    except TxnError as exc:
+        return R(throttle_time_ms=0, error_code=int(exc.code))
     return R(
         throttle_time_ms=0, error_code=0, unknown_state_filters=unknown,
         transaction_states=[R.TransactionState(transactional_id=m.transactional_id, producer_id=m.producer_id,

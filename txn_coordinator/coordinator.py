@@ -491,14 +491,20 @@ class TransactionCoordinator:
         now = _now_ms() if now is None else now
         unknown = [s for s in states if s not in STATE_BY_NAME]
         wanted = {STATE_BY_NAME[s] for s in states if s in STATE_BY_NAME}
-        regex = re.compile(pattern) if pattern else None
+        try:
+            regex = re.compile(pattern) if pattern else None
+        except re.error as exc:
+            raise TxnError(ErrorCode.INVALID_REGULAR_EXPRESSION, str(exc)) from exc
         out = []
         for meta in self.txns.values():
+            if meta.state == TxnState.DEAD:
+                continue
             if states and meta.state not in wanted:
                 continue
             if producer_ids and meta.producer_id not in producer_ids:
                 continue
-            if duration_ms >= 0 and (meta.state != TxnState.ONGOING or now - meta.txn_start_timestamp < duration_ms):
+            # Kafka keeps transactions that have run longer than the filter (started before now - duration)
+            if duration_ms >= 0 and now - meta.txn_start_timestamp <= duration_ms:
                 continue
             if regex is not None and not regex.fullmatch(meta.transactional_id):
                 continue
