@@ -220,3 +220,124 @@ def test_sigkill_during_cleaning_recovers_without_lost_or_duplicated_keys(broker
     _wait(done, 120, "cleaning finished after the kills")
     recs = _read_all(bootstrap, topic)
     assert _latest(recs) == want
+
+
+# ---------------------------------------------------------------------------------------------
+# live oracle: the real Kafka 3.9.1 cleans the same batches with the same settings
+
+
+def _oracle_batches(now: int) -> list[bytes]:
+    """Keyed batches with many updates per key, tombstones, and an idempotent producer whose last
+    batch is entirely superseded (Kafka keeps it as an empty batch). The last batch is
+    `segment.ms` later than the others, so it rolls the active segment."""
+    from odradek.wire.records import SimpleRecord, build_batch
+
+    rng = random.Random(5)
+    out: list[bytes] = []
+    seq = 0
+    for i in range(120):
+        recs = []
+        for j in range(1 + i % 6):
+            k = rng.randrange(30 if i % 10 == 3 else 40)
+            value = None if (i * 7 + j) % 23 == 0 else f"v{i}-{j}-".encode() * (1 + rng.randrange(5))
+            headers = [("h", b"%d" % j)] if j % 3 == 0 else []
+            recs.append(SimpleRecord(value, f"key-{k}".encode(), headers, now + i * 10 + j))
+        if i % 10 == 3:
+            out.append(build_batch(recs, producer_id=777, producer_epoch=0, base_sequence=seq))
+            seq += len(recs)
+        else:
+            out.append(build_batch(recs))
+    # supersede every key of the idempotent producer's batches (0-29), delete keys 30-34
+    out.append(build_batch([SimpleRecord(b"final" if k < 30 else None, f"key-{k}".encode(), (), now + 5000 + k)
+                            for k in range(35)]))
+    out.append(build_batch([SimpleRecord(b"roll", b"roll", (), now + 700_000)]))
+    return out
+
+
+def _mask_horizon_batches(data: bytes) -> tuple[bytes, list[tuple]]:
+    """Blank baseTimestamp and CRC of batches with a delete horizon (the brokers' clocks differ)
+    and return their decoded records (offset, timestamp, key, value, headers) to compare instead."""
+    from odradek.wire.records import iter_batches
+
+    out = bytearray(data)
+    decoded: list[tuple] = []
+    for batch in iter_batches(data):
+        h = batch.header()
+        if h.attributes & 0x40:
+            pos = batch.position
+            out[pos + 17:pos + 21] = bytes(4)
+            out[pos + 27:pos + 35] = bytes(8)
+            # record timestamp deltas are relative to the horizon: blank the records, compare decoded
+            out[pos + 61:pos + h.batch_length + 12] = bytes(h.batch_length + 12 - 61)
+            decoded += [(r.offset, r.timestamp, r.key, r.value, r.headers) for r in batch.records()]
+    return bytes(out), decoded
+
+
+def _cleaned_files(broker, topic: str) -> dict[str, object]:
+    d = Path(broker.log_dirs[0]) / f"{topic}-0"
+    out: dict[str, object] = {}
+    for f in sorted(d.iterdir()):
+        if f.name == "partition.metadata":
+            continue
+        data = f.read_bytes()
+        out[f.name] = _mask_horizon_batches(data) if f.suffix == ".log" else data
+    lines = (Path(broker.log_dirs[0]) / "cleaner-offset-checkpoint").read_text().splitlines()
+    out["cleaner-offset-checkpoint"] = [line for line in lines if line.startswith(topic)]
+    return out
+
+
+def _checkpoint_line(broker, topic: str) -> str | None:
+    path = Path(broker.log_dirs[0]) / "cleaner-offset-checkpoint"
+    if not path.exists():
+        return None
+    return next((line for line in path.read_text().splitlines() if line.startswith(topic + " ")), None)
+
+
+def test_cleaned_segments_match_kafka_391(kafka_broker_factory, odradek_broker_factory) -> None:
+    from confluent_kafka.admin import AlterConfigOpType, ConfigEntry, ConfigResource
+    from test_oracle_logdir import send_all
+
+    overrides = {"num.partitions": "1", "auto.create.topics.enable": "false", "log.cleaner.backoff.ms": "200",
+                 "log.segment.delete.delay.ms": "200"}
+    kafka = kafka_broker_factory(version="3.9.1", overrides=overrides)
+    odradek = odradek_broker_factory(overrides=overrides)
+    topic = "cmp-oracle"
+    # min.compaction.lag.ms holds the cleaner back while the batches go in, so both brokers clean
+    # the same whole log in one round once it is lifted
+    configs = {"cleanup.policy": "compact", "segment.bytes": "3000", "segment.ms": "600000",
+               "min.cleanable.dirty.ratio": "0.01", "delete.retention.ms": "86400000",
+               "min.compaction.lag.ms": "3600000", "index.interval.bytes": "600"}
+    now = int(time.time() * 1000)
+    batches = _oracle_batches(now)
+    for b in (kafka, odradek):
+        _create(b.bootstrap, topic, configs)
+    assert send_all(kafka, [(topic, 0, x) for x in batches]) == send_all(odradek, [(topic, 0, x) for x in batches])
+    for b in (kafka, odradek):
+        admin = CKAdmin({"bootstrap.servers": b.bootstrap})
+        res = ConfigResource(ConfigResource.Type.TOPIC, topic, incremental_configs=[
+            ConfigEntry("min.compaction.lag.ms", "0", incremental_operation=AlterConfigOpType.SET)])
+        admin.incremental_alter_configs([res])[res].result(30)
+    for b in (kafka, odradek):
+        _wait(lambda b=b: _checkpoint_line(b, topic) is not None, 90, f"{b.name} cleaned")
+        _wait(lambda b=b: not [f for f in _partition_files(b, topic) if f.endswith((".deleted", ".cleaned", ".swap"))],
+              30, f"{b.name} removed the old segments")
+    for b in (kafka, odradek):
+        b.stop()
+    theirs = _cleaned_files(kafka, topic)
+    ours = _cleaned_files(odradek, topic)
+    assert sorted(ours) == sorted(theirs)
+    different = [name for name in theirs if theirs[name] != ours[name]]
+    assert different == [], different
+    # the comparison covered real work: records removed, horizons set, an empty batch kept for the
+    # idempotent producer, both copied and rebuilt batches
+    from odradek.wire.records import iter_batches
+
+    headers = []
+    for f in sorted((Path(odradek.log_dirs[0]) / f"{topic}-0").glob("*.log")):
+        headers += [b.header() for b in iter_batches(f.read_bytes())]
+    n_records = sum(h.record_count for h in headers)
+    assert n_records < sum(1 + i % 6 for i in range(120)) // 2
+    assert any(h.attributes & 0x40 for h in headers), "tombstone batches with a delete horizon"
+    assert any(h.record_count == 0 and h.producer_id == 777 for h in headers), "empty batch of the producer"
+    assert any(h.record_count < h.last_offset_delta + 1 for h in headers), "rebuilt batches"
+    assert len([n for n in ours if n.endswith(".log")]) >= 2
