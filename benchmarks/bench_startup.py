@@ -29,41 +29,49 @@ from pathlib import Path
 
 _COLD_SCRIPT = """
 import json, time
-t0 = time.perf_counter()
+t0, c0 = time.perf_counter(), time.process_time()
 from odradek.testing import running_broker
-from odradek.tools.client import KafkaClient
-t1 = time.perf_counter()
+t1, c1 = time.perf_counter(), time.process_time()
 with running_broker() as broker:
-    t2 = time.perf_counter()
+    t2, c2 = time.perf_counter(), time.process_time()
+    from odradek.tools.client import KafkaClient
     with KafkaClient(broker.bootstrap_servers) as client:
         client.metadata(None)
-print(json.dumps({"import": t1 - t0, "start": t2 - t1}))
+print(json.dumps({"import": t1 - t0, "start": t2 - t1, "import_cpu": c1 - c0, "start_cpu": c2 - c1}))
 """
 
 
+def _proc_cpu_seconds(pid: int) -> float:
+    """utime + stime of a running process (Linux /proc), so a subprocess's CPU can be read before it exits."""
+    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
 def cold_in_process() -> dict[str, float]:
-    """Import + first start in a fresh interpreter (seconds)."""
+    """Import + first start in a fresh interpreter (seconds, wall and CPU)."""
     out = subprocess.run([sys.executable, "-c", _COLD_SCRIPT], capture_output=True, text=True, check=True)
     return json.loads(out.stdout.strip().splitlines()[-1])
 
 
-def timed_starts(in_process: bool, runs: int) -> tuple[list[float], list[float]]:
-    """(start seconds, stop seconds) of `runs` brokers started one after another in this process."""
+def timed_starts(in_process: bool, runs: int) -> tuple[list[float], list[float], list[float]]:
+    """(start seconds, start CPU seconds, stop seconds) of `runs` brokers started one after another."""
     from odradek.testing import running_broker
     from odradek.tools.client import KafkaClient
 
-    starts, stops = [], []
+    starts, cpu, stops = [], [], []
     for _ in range(runs):
-        t0 = time.perf_counter()
+        t0, c0 = time.perf_counter(), time.process_time()
         cm = running_broker(in_process=in_process)
         broker = cm.__enter__()
         starts.append(time.perf_counter() - t0)
+        # In-process: this process's CPU (the broker thread included); subprocess: the child's.
+        cpu.append(time.process_time() - c0 if in_process else _proc_cpu_seconds(broker.process.pid))
         with KafkaClient(broker.bootstrap_servers) as client:
             client.metadata(None)
         t1 = time.perf_counter()
         cm.__exit__(None, None, None)
         stops.append(time.perf_counter() - t1)
-    return starts, stops
+    return starts, cpu, stops
 
 
 def _ms(values: list[float]) -> str:
@@ -79,8 +87,8 @@ def main() -> None:
     cold = [cold_in_process() for _ in range(args.runs)]
     # The warm measurement follows one untimed start that pays the imports.
     timed_starts(True, 1)
-    warm, warm_stop = timed_starts(True, args.runs)
-    sub, sub_stop = timed_starts(False, args.runs)
+    warm, warm_cpu, warm_stop = timed_starts(True, args.runs)
+    sub, sub_cpu, sub_stop = timed_starts(False, args.runs)
     load = os.getloadavg()[0]
     lines = [
         "# Embedded broker start-up",
@@ -90,16 +98,19 @@ def main() -> None:
         "",
         f"Machine: `nproc` = {os.cpu_count()}; Python {platform.python_version()} on {platform.system()}; "
         f"load average {load:.1f} when the run ended (the machine is shared, so times vary with load). "
-        "Wall-clock milliseconds, median (min, max) of the runs.",
+        "Milliseconds, median (min, max) of the runs: wall clock, and the CPU time the starting",
+        "process used (less sensitive to other load; for the subprocess, the child's CPU).",
         "",
-        "| case | ms |",
-        "|---|---|",
-        f"| in-process, cold: `import odradek.testing` | {_ms([c['import'] for c in cold])} |",
-        f"| in-process, cold: first `running_broker()` start (imports the broker) | {_ms([c['start'] for c in cold])} |",
-        f"| in-process, warm: a later `running_broker()` start | {_ms(warm)} |",
-        f"| in-process: clean stop | {_ms(warm_stop)} |",
-        f"| subprocess (`python -m odradek serve`): start until listening | {_ms(sub)} |",
-        f"| subprocess: clean stop (SIGTERM) | {_ms(sub_stop)} |",
+        "| case | wall ms | CPU ms |",
+        "|---|---|---|",
+        f"| in-process, cold: `import odradek.testing` | {_ms([c['import'] for c in cold])} | "
+        f"{_ms([c['import_cpu'] for c in cold])} |",
+        f"| in-process, cold: first `running_broker()` start (imports the broker) | {_ms([c['start'] for c in cold])} | "
+        f"{_ms([c['start_cpu'] for c in cold])} |",
+        f"| in-process, warm: a later `running_broker()` start | {_ms(warm)} | {_ms(warm_cpu)} |",
+        f"| in-process: clean stop | {_ms(warm_stop)} | |",
+        f"| subprocess (`python -m odradek serve`): start until listening | {_ms(sub)} | {_ms(sub_cpu)} |",
+        f"| subprocess: clean stop (SIGTERM) | {_ms(sub_stop)} | |",
         "",
         "`running_broker()` and the pytest fixtures use the in-process broker because it is the",
         "faster one; the subprocess pays a new interpreter and all imports on every start.",
