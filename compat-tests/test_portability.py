@@ -424,3 +424,36 @@ def test_idempotent_producer_continues_across_the_moves(odradek_broker_factory, 
     fresh.send("idem", value=b"new", partition=0).get(15)
     assert fresh._transaction_manager.producer_id_and_epoch.producer_id >= 1000
     fresh.close()
+
+
+# ---------------------------------------------------------------------------------- 7 (JBOD)
+
+def test_several_log_dirs_and_a_separate_metadata_dir_move_to_kafka(odradek_broker_factory, kafka_broker_factory,
+                                                                     tmp_path) -> None:
+    # PartitionRecords name the directory.id of the log dir each partition is in; Kafka (JBOD in
+    # KRaft) must find every partition where the metadata says
+    dirs = [tmp_path / "a", tmp_path / "b"]
+    overrides = {"log.dirs": ",".join(str(d) for d in dirs), "metadata.log.dir": str(tmp_path / "meta")}
+    odradek = odradek_broker_factory(overrides=overrides)
+    admin = KafkaAdminClient(bootstrap_servers=odradek.bootstrap)
+    admin.create_topics([NewTopic("spread", 4, 1)])
+    admin.close()
+    producer = KafkaProducer(bootstrap_servers=odradek.bootstrap)
+    for i in range(8):
+        producer.send("spread", value=f"v{i}".encode(), partition=i % 4)
+    producer.flush()
+    producer.close()
+    assert odradek.stop() == 0
+    placed = {p.name: p.parent.name for d in dirs for p in d.glob("spread-*")}
+    assert sorted(placed.values()) == ["a", "a", "b", "b"]
+    assert (tmp_path / "meta" / "__cluster_metadata-0").is_dir() and (tmp_path / "meta" / "meta.properties").exists()
+    assert not (tmp_path / "meta" / ".lock").exists()
+
+    kafka = kafka_broker_factory(overrides=overrides)
+    parts = [TopicPartition("spread", p) for p in range(4)]
+    expected = sorted(r for d in dirs for r in _records_on_disk(d, "spread"))
+    assert len(expected) == 8
+    assert _consume_all(kafka.bootstrap, parts, 8) == expected
+    kafka.stop()
+    # Kafka left every partition where it was
+    assert {p.name: p.parent.name for d in dirs for p in d.glob("spread-*")} == placed
