@@ -266,28 +266,38 @@ class PartitionLog:
         return keep
 
     def _complete_swaps(self, swaps: list[Path]) -> None:
-        """Finish a cleaner/split swap that was interrupted: replace the old segments with the .swap ones."""
+        """Finish an interrupted cleaner/split swap as Kafka's LogLoader does: every file (snapshots
+        included) whose offset lies in [lowest `.log.swap` base, highest `.log.swap` next offset) is
+        deleted, then every `.swap` file, indexes too, takes its final name (the cleaner flushed them
+        before renaming them to `.swap`, so they are complete)."""
+        low: int | None = None
+        high: int | None = None
         for p in swaps:
             if not p.name.endswith(files.LOG_SUFFIX + files.SWAP_SUFFIX):
-                p.unlink(missing_ok=True)  # index swaps are rebuilt from the swapped-in log
                 continue
-        for p in sorted(self.dir.glob("*" + files.LOG_SUFFIX + files.SWAP_SUFFIX)):
             base = files.offset_from_file_name(p.name)
             seg = LogSegment(self.dir, base, self.config, file_suffix=files.SWAP_SUFFIX, create=False)
             next_offset = base
             for _pos, h in seg.iter_headers(0):  # header scan only: no index files get created
                 next_offset = h.base_offset + h.last_offset_delta + 1
             seg.close_handlers()
-            for old in sorted(self.dir.glob("*" + files.LOG_SUFFIX)):
-                ob = files.offset_from_file_name(old.name)
-                if base <= ob < next_offset:
-                    log.info("Deleting segment %d replaced by swap file %s", ob, p)
-                    for suffix in (files.LOG_SUFFIX, *_INDEX_SUFFIXES):
-                        (self.dir / (files.filename_prefix(ob) + suffix)).unlink(missing_ok=True)
-            for suffix in _INDEX_SUFFIXES:
-                (self.dir / (files.filename_prefix(base) + suffix)).unlink(missing_ok=True)
-            os.rename(p, files.log_file(self.dir, base))
-            log.info("Completed swap of %s", p)
+            low = base if low is None else min(low, base)
+            high = next_offset if high is None else max(high, next_offset)
+        if low is not None and high is not None:
+            for p in sorted(self.dir.iterdir()):
+                if not p.is_file() or p.name.endswith(files.SWAP_SUFFIX):
+                    continue
+                try:
+                    off = files.offset_from_file_name(p.name)
+                except ValueError:
+                    continue
+                if low <= off < high:
+                    log.info("Deleting segment file %s that was compacted but not deleted yet", p)
+                    p.unlink(missing_ok=True)
+        for p in swaps:
+            if p.exists():
+                os.rename(p, p.with_name(p.name[: -len(files.SWAP_SUFFIX)]))
+                log.info("Recovered %s by renaming it from its .swap file", p.name[: -len(files.SWAP_SUFFIX)])
 
     def _load(self, recovery_point: int, log_start_checkpoint: int | None, clean: bool, now: int) -> None:
         swaps = self._remove_temp_files()
