@@ -235,3 +235,104 @@ def test_consume_transform_produce_exactly_once(odradek_broker_factory) -> None:
     assert values == list(range(n)), "every input record exactly once in the committed output"
     raw = _consume(bootstrap, dst, 3, "read_uncommitted")
     assert len(raw) > n  # the aborted transactions' records are in the log, just not committed
+
+
+# ----------------------------------------------------------------------------- Kafka's answers
+
+
+class _RawClient:
+    """One connection, one request at a time, Odradek's own wire codec (client side)."""
+
+    def __init__(self, host: str, port: int) -> None:
+        import socket
+
+        self.sock = socket.create_connection((host, port), timeout=30)
+        self.correlation = 0
+
+    def call(self, api_key: int, version: int, body):
+        import struct
+
+        from odradek.wire.protocol import decode_response, encode_request, join_pieces
+
+        self.correlation += 1
+        self.sock.sendall(join_pieces(encode_request(version, self.correlation, body, api_key=api_key)))
+        size = struct.unpack(">i", self._read(4))[0]
+        return decode_response(self._read(size), api_key, version)[1]
+
+    def _read(self, n: int) -> bytes:
+        buf = bytearray()
+        while len(buf) < n:
+            chunk = self.sock.recv(n - len(buf))
+            if not chunk:
+                raise ConnectionError("closed")
+            buf += chunk
+        return bytes(buf)
+
+
+def _coordinator_answers(broker) -> list[tuple]:
+    """Answers of the transaction coordinator to a fixed series of requests (producer id as 'P')."""
+    from odradek.wire.protocol import request_class
+
+    topic = "txn-checks"
+    _create(broker.bootstrap, topic, 1)
+    c = _RawClient(broker.host, broker.port)
+    Init, Add, End, Desc, Find = (request_class(k) for k in (22, 24, 26, 65, 10))
+    tid = "coordinator-checks"
+    busy = (14, 15, 16, 51)  # coordinator loading / moved / busy: clients retry these
+
+    def retried(api_key: int, version: int, body, code_of=lambda r: r.error_code):
+        for _ in range(150):
+            answer = c.call(api_key, version, body)
+            if code_of(answer) not in busy:
+                return answer
+            time.sleep(0.1)
+        return answer
+
+    retried(10, 4, Find(key_type=1, coordinator_keys=[tid]), lambda r: r.coordinators[0].error_code)
+    pid = None
+
+    def init(expected: tuple[int, int] = (-1, -1), timeout_ms: int = 60_000, retry: bool = True):
+        nonlocal pid
+        body = Init(transactional_id=tid, transaction_timeout_ms=timeout_ms, producer_id=expected[0],
+                    producer_epoch=expected[1])
+        r = retried(22, 4, body) if retry else c.call(22, 4, body)
+        if pid is None and r.error_code == 0:
+            pid = r.producer_id
+        return ("init", expected[1], r.error_code, "P" if r.producer_id == pid else r.producer_id, r.producer_epoch)
+
+    def add(epoch: int, producer: int | None = None):
+        r = retried(24, 3, Add(v3_and_below_transactional_id=tid, v3_and_below_producer_id=pid if producer is None else producer,
+                               v3_and_below_producer_epoch=epoch, v3_and_below_topics=[
+                                   Add.AddPartitionsToTxnTopic(name=topic, partitions=[0])]),
+                    lambda r: r.results_by_topic_v3_and_below[0].results_by_partition[0].partition_error_code)
+        return ("add", epoch, r.results_by_topic_v3_and_below[0].results_by_partition[0].partition_error_code)
+
+    def end(epoch: int, commit: bool, producer: int | None = None):
+        r = c.call(26, 3, End(transactional_id=tid, producer_id=pid if producer is None else producer,
+                              producer_epoch=epoch, committed=commit))
+        return ("end", epoch, commit, r.error_code)
+
+    def settled():
+        # Kafka writes markers after answering EndTxn: wait for Complete* before the next step
+        for _ in range(150):
+            s = c.call(65, 0, Desc(transactional_ids=[tid])).transaction_states[0]
+            if s.transaction_state not in ("PrepareCommit", "PrepareAbort"):
+                return ("state", s.transaction_state, s.producer_epoch)
+            time.sleep(0.1)
+        return ("state", s.transaction_state, s.producer_epoch)
+
+    out = [init(), init(), init((pid, 1)), init((pid, 1)), init((pid, 0)), init(timeout_ms=900_001),
+           end(2, True), add(1), add(2), end(1, True), end(2, True, producer=pid + 7), end(2, True), settled(),
+           end(2, True), end(2, False), add(2), init(retry=False)]
+    out += [init(), settled(), end(2, False), add(4), end(4, False), settled()]
+    c.sock.close()
+    return out
+
+
+def test_coordinator_answers_like_kafka(kafka_broker, odradek_broker) -> None:
+    """The same InitProducerId/AddPartitionsToTxn/EndTxn series gets the same answers from Kafka 4.1.1
+    and Odradek: epoch bumps and their retries, fencing, state errors, completing and aborting."""
+    theirs = _coordinator_answers(kafka_broker)
+    ours = _coordinator_answers(odradek_broker)
+    assert ours == theirs
+    assert ("init", 0, 90, -1, -1) in ours  # PRODUCER_FENCED for a stale expected epoch
