@@ -336,3 +336,64 @@ def test_coordinator_answers_like_kafka(kafka_broker, odradek_broker) -> None:
     ours = _coordinator_answers(odradek_broker)
     assert ours == theirs
     assert ("init", 0, 90, -1, -1) in ours  # PRODUCER_FENCED for a stale expected epoch
+
+
+def _read_committed_answers(broker) -> list[tuple]:
+    """ListOffsets, Fetch and DescribeProducers around a committed, an aborted and an open transaction."""
+    from odradek.wire.protocol import request_class
+
+    topic = "rc-checks"
+    _create(broker.bootstrap, topic, 1)
+    producer = Producer({"bootstrap.servers": broker.bootstrap, "transactional.id": "rc-checks", "linger.ms": 0})
+    producer.init_transactions(60)
+    _run_transactions(producer, topic, [True, False], 5)
+    producer.begin_transaction()
+    for i in range(5):
+        producer.produce(topic, value=f"open-{i}".encode())
+    producer.flush(30)
+    c = _RawClient(broker.host, broker.port)
+    LO, F, DP = request_class(2), request_class(1), request_class(61)
+    pid = None
+
+    def norm(p: int) -> str | int:
+        return "P" if p == pid else p
+
+    def latest(isolation: int) -> int:
+        r = c.call(2, 5, LO(replica_id=-1, isolation_level=isolation, topics=[LO.ListOffsetsTopic(
+            name=topic, partitions=[LO.ListOffsetsPartition(partition_index=0, timestamp=-1)])]))
+        return r.topics[0].partitions[0].offset
+
+    def fetch(isolation: int) -> tuple:
+        r = c.call(1, 11, F(replica_id=-1, max_wait_ms=0, min_bytes=1, max_bytes=1 << 20, isolation_level=isolation,
+                            session_epoch=-1, topics=[F.FetchTopic(topic=topic, partitions=[F.FetchPartition(
+                                partition=0, fetch_offset=0, partition_max_bytes=1 << 20)])]))
+        p = r.responses[0].partitions[0]
+        aborted = None if p.aborted_transactions is None else [(norm(a.producer_id), a.first_offset)
+                                                               for a in p.aborted_transactions]
+        return ("fetch", isolation, p.error_code, p.high_watermark, p.last_stable_offset, aborted)
+
+    def producers() -> tuple:
+        r = c.call(61, 0, DP(topics=[DP.TopicRequest(name=topic, partition_indexes=[0])]))
+        return ("producers", [(norm(s.producer_id), s.producer_epoch, s.last_sequence, s.coordinator_epoch,
+                               s.current_txn_start_offset) for s in r.topics[0].partitions[0].active_producers])
+
+    pid = c.call(61, 0, DP(topics=[DP.TopicRequest(name=topic, partition_indexes=[0])])) \
+        .topics[0].partitions[0].active_producers[0].producer_id
+    out = [("latest", latest(0), latest(1)), fetch(0), fetch(1), producers()]
+    producer.commit_transaction(30)
+    for _ in range(100):  # Kafka writes the markers after answering EndTxn
+        if latest(1) == latest(0):
+            break
+        time.sleep(0.1)
+    out += [("latest", latest(0), latest(1)), fetch(1), producers()]
+    c.sock.close()
+    return out
+
+
+def test_read_committed_answers_like_kafka(kafka_broker, odradek_broker) -> None:
+    """LSO vs high watermark, the aborted-transaction list of read_committed fetches and the producer
+    state DescribeProducers shows are the same as Kafka 4.1.1's for the same transactions."""
+    theirs = _read_committed_answers(kafka_broker)
+    ours = _read_committed_answers(odradek_broker)
+    assert ours == theirs
+    assert ("latest", 17, 12) in ours  # 5+1 committed, 5+1 aborted, 5 open: the LSO waits at the open one
