@@ -14,6 +14,8 @@ from typing import Any
 from ..group_coordinator import GroupCoordinator
 from ..group_coordinator.classic import ClassicGroup, GroupError, GroupState, describe_metadata
 from ..group_coordinator.consumer import ConsumerGroup
+from ..group_coordinator.records import OFFSETS_TOPIC
+from ..logstore.java_hash import hashmap_order, string_hash, topic_partition_hash
 from ..wire.errors import ErrorCode
 from ..wire.primitives import Uuid
 from ..wire.protocol import response_class, supported_versions
@@ -71,6 +73,27 @@ def _client_host(ctx: RequestContext) -> str:
 
 def _max(key: int) -> int:
     return supported_versions(key)[1]
+
+
+def _kafka_order(coordinator: GroupCoordinator | None, group_ids: list[str], hash_set: bool = False) -> list[str]:
+    """The order Kafka 4.1 answers a multi-group request in: groups batched per __consumer_offsets
+    partition, partitions in the iteration order of Java's HashMap<TopicPartition, ...>; within a
+    partition request order, or (DeleteGroups, which goes through a HashSet) HashSet order."""
+    if coordinator is None:
+        return list(group_ids)
+    by_partition: dict[int, list[str]] = {}
+    for group_id in group_ids:
+        by_partition.setdefault(coordinator.partition_for(group_id), []).append(group_id)
+    order = hashmap_order(list(by_partition), lambda p: topic_partition_hash(OFFSETS_TOPIC, p))
+    if not hash_set:
+        return [g for p in order for g in by_partition[p]]
+    out = []
+    for p in order:
+        unique = list(dict.fromkeys(by_partition[p]))
+        # new HashSet<>(list): a table of tableSizeFor(max(n / 0.75 + 1, 16)) buckets
+        buckets = 1 << (max(int(len(unique) / 0.75) + 1, 16) - 1).bit_length()
+        out += hashmap_order(unique, string_hash, max_size_ever=buckets * 3 // 4)
+    return out
 
 
 # ====================================================================== FindCoordinator
@@ -246,9 +269,8 @@ async def handle_offset_commit(ctx: RequestContext, header, request) -> object:
     group_error: ErrorCode | None = None
     if coordinator is None:
         group_error = ErrorCode.COORDINATOR_NOT_AVAILABLE
-    elif not request.group_id:
-        group_error = ErrorCode.INVALID_GROUP_ID
     else:
+        # An empty group id is allowed here (Kafka keeps it for old clients: group "").
         try:
             coordinator.validate_offset_commit(request.group_id, generation, member_id or "", instance_id, version)
         except GroupError as exc:
@@ -366,8 +388,6 @@ def _fetch(coordinator: GroupCoordinator | None, group_id: str, wanted: list[tup
 
     if coordinator is None:
         return ErrorCode.COORDINATOR_NOT_AVAILABLE, empty_answer()
-    if not group_id:
-        return ErrorCode.INVALID_GROUP_ID, empty_answer()
     try:
         coordinator.validate_offset_fetch(group_id, member_id, member_epoch)
     except GroupError as exc:
@@ -420,7 +440,7 @@ async def handle_describe_groups(ctx: RequestContext, header, request) -> object
     coordinator = _coordinator(ctx)
     include_ops = version >= 3 and request.include_authorized_operations
     described = []
-    for group_id in request.groups:
+    for group_id in _kafka_order(coordinator, list(request.groups)):
         described.append(_describe(coordinator, group_id, version, include_ops))
     return DescribeGroupsResponse(throttle_time_ms=0, groups=described)
 
@@ -464,7 +484,7 @@ def _describe(coordinator: GroupCoordinator | None, group_id: str, version: int,
 @handles(DELETE_GROUPS_KEY, 0, _max(DELETE_GROUPS_KEY))
 async def handle_delete_groups(ctx: RequestContext, header, request) -> object:
     coordinator = _coordinator(ctx)
-    names = list(request.groups_names)
+    names = _kafka_order(coordinator, list(request.groups_names), hash_set=True)
     if coordinator is None:
         results = dict.fromkeys(names, ErrorCode.COORDINATOR_NOT_AVAILABLE)
     else:
@@ -583,7 +603,7 @@ async def handle_consumer_group_describe(ctx: RequestContext, header, request) -
         return R.Assignment(topic_partitions=out)
 
     groups = []
-    for group_id in request.group_ids:
+    for group_id in _kafka_order(coordinator, list(request.group_ids)):
         group = coordinator.describe_group(group_id) if coordinator is not None else None
         if coordinator is None:
             groups.append(R.DescribedGroup(error_code=int(ErrorCode.COORDINATOR_NOT_AVAILABLE), group_id=group_id,

@@ -162,7 +162,8 @@ def test_offset_delete_and_kip848_apis(tmp_path):
                                    topic_id=broker.metadata.get("t").topic_id, partitions=[0, 1])])
             assert again.error_code == 0 and again.assignment is None
             described = await call(broker, 69, version, group_ids=[group, "simple"])
-            ok, wrong = described.groups
+            by_id = {g.group_id: g for g in described.groups}  # answered in Kafka's partition order
+            ok, wrong = by_id[group], by_id["simple"]
             assert ok.group_state == "Stable" and ok.assignor_name == "range"
             assert ok.members[0].assignment.topic_partitions[0].topic_name == "t"
             assert wrong.error_code == E.GROUP_ID_NOT_FOUND
