@@ -11,7 +11,7 @@ import os
 from collections.abc import Iterable, Mapping
 from pathlib import Path
 
-from .java_hash import anyrefmap_order, hashmap_order, topic_partition_hash
+from .java_hash import anyrefmap_order, hashmap_order, scala_trie_order, topic_partition_hash
 
 CURRENT_VERSION = 0
 
@@ -106,18 +106,18 @@ ORDER_SORTED = "sorted"
 
 
 def kafka_line_order(entries: Mapping[TopicPartition, int], model: str) -> list[tuple[TopicPartition, int]]:
-    """Entries in the order Kafka's maps would write them, so files can be byte-identical.
-
-    `entries` must iterate in the order Kafka inserted them into its own map (log creation or
-    load order): entries that share a hash bucket keep that order.
-    """
-    items = list(entries.items())
+    """Entries in the order Kafka's maps would write them, so files can be byte-identical."""
+    items = sorted(entries.items())
 
     def h(item):
         return topic_partition_hash(*item[0])
 
     if model == ORDER_HASHMAP_COPY:
-        return hashmap_order(items, h, copied=True)
+        # Kafka copies a Scala immutable map into a java.util.HashMap, so entries sharing a
+        # bucket keep the Scala map's order: hash-trie order above four entries (checked
+        # against Kafka 3.9 and 4.1); Scala's Map1..Map4 keep their insertion order.
+        source = scala_trie_order(items, h) if len(items) > 4 else items
+        return hashmap_order(source, h, copied=True)
     if model == ORDER_ANYREFMAP:
         # inserted in the iteration order of ReplicaManager's partition ConcurrentHashMap
         chm = hashmap_order(items, h, max_size_ever=len(items))
