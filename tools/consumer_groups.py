@@ -58,7 +58,7 @@ def _dispatch(client: KafkaClient, args: argparse.Namespace) -> int:
     if args.list:
         groups = list_groups(client)
         if args.state:
-            print(_table(["GROUP", "STATE"], [[g.group_id, g.state] for g in groups]))
+            print(_table(["GROUP", "STATE"], [[g.group_id, g.state] for g in groups], [15]))
         else:
             for g in groups:
                 print(g.group_id)
@@ -70,13 +70,16 @@ def _dispatch(client: KafkaClient, args: argparse.Namespace) -> int:
     return reset(client, args)
 
 
-def _table(header: Sequence[str], rows: list[list[str]]) -> str:
-    """Left-aligned columns as wide as their widest cell, the last one unpadded (Kafka's layout)."""
-    widths = [max(len(str(r[i])) for r in [list(header), *rows]) for i in range(len(header))]
+def _table(header: Sequence[str], rows: list[list[str]], min_widths: Sequence[int]) -> str:
+    """Kafka's layout: each column left-aligned to max(its minimum, widest cell) plus one space;
+    the last column unpadded."""
+    widths = [
+        max([min_widths[i], *(len(str(r[i])) for r in rows)]) for i in range(len(header) - 1)
+    ]
     lines = []
     for row in [list(header), *rows]:
         cells = [str(c).ljust(widths[i]) for i, c in enumerate(row[:-1])] + [str(row[-1])]
-        lines.append(" ".join(cells).rstrip())
+        lines.append(" ".join(cells))
     return "\n".join(lines)
 
 
@@ -85,31 +88,34 @@ def describe(client: KafkaClient, group: str, args: argparse.Namespace) -> None:
     if desc.state == "Dead":
         print(f"Error: Consumer group '{group}' does not exist.", file=sys.stderr)
         return
+    if not desc.members and not args.state:
+        # Kafka prints this note on standard error, before the table.
+        print(f"\nConsumer group '{group}' has no active members.", file=sys.stderr)
+    print()
     if args.state:
         host, port = client.brokers.get(desc.coordinator, ("?", 0))
-        print()
         print(_table(
             ["GROUP", "COORDINATOR (ID)", "ASSIGNMENT-STRATEGY", "STATE", "#MEMBERS"],
-            [[group, f"{host}:{port} ({desc.coordinator})", desc.protocol or "", desc.state, str(len(desc.members))]],
+            [[group, f"{host}:{port}  ({desc.coordinator})", desc.protocol or "-", desc.state,
+              str(len(desc.members))]],
+            [15, 25, 20, 20],
         ))
         return
     if args.members:
-        print()
         print(_table(
             ["GROUP", "CONSUMER-ID", "HOST", "CLIENT-ID", "#PARTITIONS"],
             [[group, m.member_id, m.client_host, m.client_id, str(len(m.assignment))] for m in desc.members],
+            [15, 15, 15, 15],
         ))
         return
-    if not desc.members:
-        print(f"\nConsumer group '{group}' has no active members.")
     rows = [
         [group, t, str(p), _dash(current), _dash(end), _dash(lag), member_id, host, client_id]
         for (t, p), (current, end, lag, member_id, host, client_id) in sorted(offset_rows(client, desc).items())
     ]
-    print()
     print(_table(
         ["GROUP", "TOPIC", "PARTITION", "CURRENT-OFFSET", "LOG-END-OFFSET", "LAG", "CONSUMER-ID", "HOST", "CLIENT-ID"],
         rows,
+        [15, 15, 10, 15, 15, 15, 15, 15],
     ))
 
 
@@ -195,5 +201,6 @@ def reset(client: KafkaClient, args: argparse.Namespace) -> int:
         if args.execute:
             commit_offsets(client, group, new)
         print()
-        print(_table(["GROUP", "TOPIC", "PARTITION", "NEW-OFFSET"], [[group, t, str(p), str(o)] for (t, p), o in new.items()]))
+        for row in [("GROUP", "TOPIC", "PARTITION", "NEW-OFFSET"), *((group, t, str(p), str(o)) for (t, p), o in new.items())]:
+            print(f"{row[0]:<30} {row[1]:<30} {row[2]:<10} {row[3]:<15}")
     return 0

@@ -2,7 +2,7 @@
 
 Output follows kafka-topics.sh: ``Created topic NAME.``, one name per line for --list, and
 for --describe a topic line (``Topic: ... PartitionCount: ... Configs: ...``, where Configs are
-the topic's own overrides) followed by one tab-indented line per partition.
+every value not at its default: topic overrides and broker settings) followed by one tab-indented line per partition.
 """
 
 from __future__ import annotations
@@ -22,7 +22,7 @@ CREATE_PARTITIONS = 37
 INCREMENTAL_ALTER_CONFIGS = 44
 
 TOPIC_RESOURCE = 2
-DYNAMIC_TOPIC_CONFIG = 1  # DescribeConfigs source of a topic's own override
+DEFAULT_CONFIG = 5  # DescribeConfigs source of a value nobody set (kafka-topics.sh leaves these out)
 OP_SET = 0
 
 
@@ -112,7 +112,7 @@ def _topic_configs(client: KafkaClient, names: list[str]) -> dict[str, dict[str,
         if result.error_code:
             continue
         out[result.resource_name] = {
-            c.name: c.value for c in result.configs if c.config_source == DYNAMIC_TOPIC_CONFIG and c.value is not None
+            c.name: c.value for c in result.configs if c.config_source != DEFAULT_CONFIG and c.value is not None
         }
     return out
 
@@ -143,7 +143,7 @@ def format_topic(topic: TopicInfo, configs: dict[str, str]) -> str:
         p = topic.partitions[index]
         lines.append(
             f"\tTopic: {topic.name}\tPartition: {index}\tLeader: {p.leader if p.leader >= 0 else 'none'}\t"
-            f"Replicas: {','.join(map(str, p.replicas))}\tIsr: {','.join(map(str, p.isr))}"
+            f"Replicas: {','.join(map(str, p.replicas))}\tIsr: {','.join(map(str, p.isr))}\tElr: \tLastKnownElr: "
         )
     return "\n".join(lines)
 
