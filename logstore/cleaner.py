@@ -40,18 +40,17 @@ import time
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from enum import Enum
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, NamedTuple
 
 from crc32c import crc32c
 
+from odradek.wire.compression import compress
+from odradek.wire.primitives import write_varint, write_varlong
 from odradek.wire.records import (
     BATCH_OVERHEAD,
     ControlRecordType,
     CorruptRecordError,
     RecordBatch,
-    SimpleRecord,
-    TimestampType,
-    build_batch,
     iter_batches,
     parse_control_record_key,
 )
@@ -355,15 +354,7 @@ class LastRecord:
     producer_epoch: int
 
 
-_LAST_OFFSET_DELTA = struct.Struct(">i")
 _EMPTY_HEADER = struct.Struct(">qiibIhiqqqhii")
-
-
-def _set_last_offset_delta(batch: bytearray, delta: int) -> None:
-    """Kafka's overrideLastOffset: the rebuilt batch keeps the original last offset (and so the
-    producer's last sequence); the CRC covers the field."""
-    _LAST_OFFSET_DELTA.pack_into(batch, 23, delta)
-    struct.pack_into(">I", batch, 17, crc32c(memoryview(batch)[21:]))
 
 
 def empty_batch_header(h) -> bytes:
@@ -377,29 +368,132 @@ def empty_batch_header(h) -> bytes:
     return bytes(out)
 
 
-def rebuild_batch(batch: RecordBatch, h, retained: list, delete_horizon_ms: int | None) -> bytes:
-    """Kafka's buildRetainedRecordsInto: the retained records re-encoded in a new batch with the
-    original base offset, leader epoch, producer fields, flags and codec; baseTimestamp is the first
-    record's timestamp or the delete horizon; the last offset delta is the original one."""
+def _zigzag(buf: bytes, pos: int) -> tuple[int, int]:
+    """A zig-zag varint/varlong at `pos`: (value, next position)."""
+    b = buf[pos]
+    if b < 0x80:
+        return (b >> 1) ^ -(b & 1), pos + 1
+    raw = b & 0x7F
+    shift = 7
+    pos += 1
+    while True:
+        b = buf[pos]
+        pos += 1
+        raw |= (b & 0x7F) << shift
+        if b < 0x80:
+            return (raw >> 1) ^ -(raw & 1), pos
+        shift += 7
+        if shift > 63:
+            raise CorruptRecordError("varint too long")
+
+
+class RawRecord(NamedTuple):
+    """One record of an inflated records block, located but not decoded: what the cleaner needs
+    (offset, timestamp, key, whether the value is null) and where its key/value/headers bytes are."""
+
+    offset: int
+    timestamp: int
+    key: bytes | None
+    null_value: bool
+    tail_start: int  # first byte of the key length varint
+    end: int
+
+
+def scan_records(block: bytes, h) -> list[RawRecord]:
+    """Locate the records of a batch's inflated block (values and headers are skipped, not decoded).
+
+    Timestamps are baseTimestamp + delta, or the batch max timestamp for LogAppendTime (what
+    Kafka's Record.timestamp() returns)."""
+    out: list[RawRecord] = []
+    pos = 0
+    n = len(block)
+    base = h.base_offset
+    base_ts = h.base_timestamp
+    lat_ts = h.max_timestamp if h.attributes & _LOG_APPEND_TIME_BIT else None
+    new = RawRecord._make
+    zz = _zigzag
+    try:
+        for _ in range(h.record_count):
+            # one-byte varints (the usual case for deltas and short keys) are decoded inline
+            b = block[pos]
+            if b < 0x80:
+                size = (b >> 1) ^ -(b & 1)
+                pos += 1
+            else:
+                size, pos = zz(block, pos)
+            end = pos + size
+            if size < 0 or end > n:
+                raise CorruptRecordError(f"record size {size} runs past the batch")
+            p = pos + 1  # after the attributes byte
+            b = block[p]
+            if b < 0x80:
+                ts_delta = (b >> 1) ^ -(b & 1)
+                p += 1
+            else:
+                ts_delta, p = zz(block, p)
+            b = block[p]
+            if b < 0x80:
+                offset_delta = (b >> 1) ^ -(b & 1)
+                p += 1
+            else:
+                offset_delta, p = zz(block, p)
+            tail = p
+            b = block[p]
+            if b < 0x80:
+                klen = (b >> 1) ^ -(b & 1)
+                p += 1
+            else:
+                klen, p = zz(block, p)
+            key = None
+            if klen >= 0:
+                key = block[p:p + klen]
+                p += klen
+            # only the sign of the value length matters (null = -1, a 1-byte varint 0x01)
+            out.append(new((base + offset_delta, lat_ts if lat_ts is not None else base_ts + ts_delta,
+                            key, block[p] == 1, tail, end)))
+            pos = end
+    except IndexError:
+        raise CorruptRecordError("truncated record") from None
+    if pos != n:
+        raise CorruptRecordError(f"{n - pos} bytes left after the declared records")
+    return out
+
+
+def rebuild_batch(h, block: bytes, retained: list[RawRecord], delete_horizon_ms: int | None) -> bytes:
+    """Kafka's buildRetainedRecordsInto: the retained records in a new batch with the original base
+    offset, leader epoch, producer fields, flags and codec; baseTimestamp is the first record's
+    timestamp (or the delete horizon, attribute bit 6), maxTimestamp the largest record timestamp
+    (LogAppendTime: the original); the last offset delta stays the original one (overrideLastOffset)
+    so the producer's last sequence survives. A retained record keeps its bytes except the
+    timestamp delta, which is relative to the new baseTimestamp (what re-encoding it gives)."""
     lat = bool(h.attributes & _LOG_APPEND_TIME_BIT)
-    out = bytearray(build_batch(
-        [SimpleRecord(r.value, r.key, r.headers, r.timestamp) for r in retained],
-        base_offset=h.base_offset,
-        partition_leader_epoch=h.partition_leader_epoch,
-        compression=h.attributes & 0x07,
-        timestamp_type=TimestampType.LOG_APPEND_TIME if lat else TimestampType.CREATE_TIME,
-        log_append_time=h.max_timestamp if lat else None,
-        producer_id=h.producer_id,
-        producer_epoch=h.producer_epoch,
-        base_sequence=h.base_sequence,
-        is_transactional=bool(h.attributes & _TRANSACTIONAL_BIT),
-        is_control=bool(h.attributes & _CONTROL_BIT),
-        delete_horizon_ms=delete_horizon_ms,
-        offset_deltas=[r.offset - h.base_offset for r in retained],
-    ))
-    if out[23:27] != _LAST_OFFSET_DELTA.pack(h.last_offset_delta):
-        _set_last_offset_delta(out, h.last_offset_delta)
+    base_ts = retained[0].timestamp if delete_horizon_ms is None else delete_horizon_ms
+    max_ts = h.max_timestamp if lat else max(r.timestamp for r in retained)
+    records = bytearray()
+    body = bytearray()
+    for r in retained:
+        body.clear()
+        body.append(0)  # record attributes: always 0
+        write_varlong(body, r.timestamp - base_ts)
+        write_varint(body, r.offset - h.base_offset)
+        body += block[r.tail_start:r.end]
+        write_varint(records, len(body))
+        records += body
+    codec = h.attributes & 0x07
+    payload = compress(codec, records) if codec else bytes(records)
+    attrs = codec | (h.attributes & (_LOG_APPEND_TIME_BIT | _TRANSACTIONAL_BIT | _CONTROL_BIT))
+    if delete_horizon_ms is not None:
+        attrs |= _DELETE_HORIZON_BIT
+    out = bytearray(_EMPTY_HEADER.pack(h.base_offset, BATCH_OVERHEAD - 12 + len(payload), h.partition_leader_epoch, 2,
+                                       0, attrs, h.last_offset_delta, base_ts, max_ts, h.producer_id,
+                                       h.producer_epoch, h.base_sequence, len(retained)))
+    out += payload
+    struct.pack_into(">I", out, 17, crc32c(memoryview(out)[21:]))
     return bytes(out)
+
+
+def _records_block(batch: RecordBatch, h) -> bytes:
+    return batch.inflated_block() if h.attributes & 0x07 else bytes(batch.buffer[BATCH_OVERHEAD:])
 
 
 @dataclass(slots=True)
@@ -462,7 +556,7 @@ class CleanerFilter:
             return last == lr.last_data_offset
         return is_control and h.producer_epoch == lr.producer_epoch
 
-    def should_retain_record(self, h, record) -> bool:
+    def should_retain_record(self, h, record: RawRecord) -> bool:
         if self.discard_batch_records:
             return False
         if h.attributes & _CONTROL_BIT:
@@ -473,7 +567,7 @@ class CleanerFilter:
             self.stats.invalid_messages += 1
             return False
         latest = record.offset >= self.map.get(record.key)
-        if record.value is not None:
+        if not record.null_value:
             return latest
         # tombstone: kept until the batch's delete horizon has passed
         retain_delete = not (h.attributes & _DELETE_HORIZON_BIT) or self.now < h.base_timestamp
@@ -493,17 +587,17 @@ class CleanerFilter:
             write_original = True
             tombstones = False
             max_offset = -1
-            n = 0
-            for record in batch.records():
-                n += 1
+            block = _records_block(batch, h)
+            records = scan_records(block, h)
+            for record in records:
                 if self.should_retain_record(h, record):
                     kept.append(record)
                     max_offset = max(max_offset, record.offset)
-                    if record.value is None:
+                    if record.null_value:
                         tombstones = True
                 else:
                     write_original = False
-            res.messages_read += n
+            res.messages_read += len(records)
             last = h.base_offset + h.last_offset_delta
             if kept:
                 has_horizon = bool(h.attributes & _DELETE_HORIZON_BIT)
@@ -514,7 +608,7 @@ class CleanerFilter:
                 else:
                     horizon = (self.now + self.delete_retention_ms) if need_horizon else (
                         h.base_timestamp if has_horizon else None)
-                    rebuilt = rebuild_batch(batch, h, kept, horizon)
+                    rebuilt = rebuild_batch(h, block, kept, horizon)
                     res.output += rebuilt
                     max_ts = struct.unpack_from(">q", rebuilt, 35)[0]
                     res.retained(max_ts, last, max_offset, len(kept))
@@ -613,7 +707,7 @@ class Cleaner:
                     elif txn.on_batch_read(h.producer_id, last, bool(h.attributes & _TRANSACTIONAL_BIT)):
                         stats.map_messages_read += h.record_count  # aborted data adds no keys
                     else:
-                        for record in batch.records():
+                        for record in scan_records(_records_block(batch, h), h):
                             if record.key is not None and record.offset >= start:
                                 if omap.size < max_desired:
                                     omap.put(record.key, record.offset)

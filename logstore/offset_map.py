@@ -35,6 +35,10 @@ class OffsetMap:
 
     @staticmethod
     def _digest(key: bytes | memoryview) -> bytes:
+        # Keys shorter than a digest are their own (collision-free) hash: cheaper than MD5, and
+        # their length tells them apart from the 16-byte digests of longer keys.
+        if len(key) < 16:
+            return bytes(key)
         return hashlib.md5(key, usedforsecurity=False).digest()
 
     def put(self, key: bytes | memoryview, offset: int) -> None:

@@ -1,0 +1,126 @@
+"""Log cleaner benchmark: disk use before/after compaction and cleaner throughput.
+
+Run: `python benchmarks/bench_cleaner.py [--dir DIR] [--records 200000]`. Prints a Markdown report.
+
+Each case writes a compacted partition (1 MiB segments, producer-style batches) through
+`PartitionLog.append_as_leader`, rolls the active segment so the whole log is dirty, then runs one
+cleaning round (`LogCleaner.clean_filthiest`) in this thread, unthrottled unless the case says so.
+Throughput = bytes of the dirty section / wall time of the round (offset map + rewrite + swap), the
+figure Kafka's cleaner logs as "read X MB in Y seconds"; the two phases are also shown apart.
+Disk use counts `.log` + index files of the partition before and after (after the `.deleted`
+files are gone).
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import platform
+import random
+import shutil
+import tempfile
+import time
+from dataclasses import dataclass
+from pathlib import Path
+
+from odradek.logstore import LogConfig, LogManager
+from odradek.logstore.cleaner import CleanerConfig, LogCleaner
+from odradek.wire.records import CompressionType, SimpleRecord, build_batch
+
+T0 = 1_700_000_000_000
+
+
+@dataclass
+class Case:
+    name: str
+    records: int
+    keys: int
+    value_bytes: int
+    per_batch: int = 10
+    compression: CompressionType = CompressionType.NONE
+    tombstone_share: float = 0.0
+    rate: float = float("inf")
+
+
+def disk_use(path: Path) -> int:
+    return sum(p.stat().st_size for p in path.iterdir()
+               if p.suffix in (".log", ".index", ".timeindex", ".txnindex"))
+
+
+def run(case: Case, base: Path) -> dict[str, object]:
+    work = base / case.name.replace(" ", "_")
+    work.mkdir(parents=True)
+    cfg = LogConfig.from_props({"cleanup.policy": "compact", "segment.bytes": str(1 << 20),
+                                "min.cleanable.dirty.ratio": "0.01", "file.delete.delay.ms": "0"})
+    mgr = LogManager([work], LogConfig(), topic_config=lambda _t: cfg, validate_records=False)
+    mgr.startup()
+    lg = mgr.create_log("bench", 0, bytes(range(16)), cfg)
+    lg.become_leader(0)
+    rng = random.Random(1)
+    value = os.urandom(case.value_bytes)
+    written = 0
+    for start in range(0, case.records, case.per_batch):
+        recs = []
+        for i in range(start, min(start + case.per_batch, case.records)):
+            k = rng.randrange(case.keys)
+            tomb = case.tombstone_share and rng.random() < case.tombstone_share
+            recs.append(SimpleRecord(None if tomb else value, b"key-%08d" % k, (), T0 + i))
+        batch = bytearray(build_batch(recs, compression=case.compression))
+        written += len(batch)
+        lg.append_as_leader(batch, 0, T0)
+    lg.roll()
+    before = disk_use(lg.dir)
+    dirty = lg.size_in_bytes()
+    cleaner = LogCleaner(mgr, CleanerConfig(max_io_bytes_per_second=case.rate))
+    t0 = time.perf_counter()
+    assert cleaner.clean_filthiest(T0 + 10**6)
+    elapsed = time.perf_counter() - t0
+    stats = cleaner.last_stats
+    assert stats is not None
+    after = disk_use(lg.dir)
+    mgr.shutdown()
+    shutil.rmtree(work)
+    map_s = stats.map_done_s - stats.start_s
+    return {
+        "case": case.name, "records": case.records, "keys": case.keys, "before": before, "after": after,
+        "mb_s": dirty / 1e6 / elapsed, "elapsed": elapsed, "map_s": map_s, "copy_s": elapsed - map_s,
+        "kept": stats.messages_written, "slept": cleaner.cleaner.throttler.slept_s,
+        "io_mb_s": (stats.bytes_read + stats.map_bytes_read + stats.bytes_written) / 1e6 / elapsed,
+    }
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__)
+    ap.add_argument("--dir", type=Path, default=None)
+    ap.add_argument("--records", type=int, default=200_000)
+    args = ap.parse_args()
+    n = args.records
+    cases = [
+        Case("100 B values, 10 updates/key", n, n // 10, 100),
+        Case("100 B values, all keys unique (nothing to drop)", n, n * 10, 100),
+        Case("1 KiB values, 10 updates/key", n // 4, n // 40, 1024),
+        Case("100 B values, 10 updates/key, 10 % tombstones", n, n // 10, 100, tombstone_share=0.1),
+        Case("100 B values, 10 updates/key, lz4 batches of 50", n, n // 10, 100, per_batch=50,
+             compression=CompressionType.LZ4),
+        Case("100 B values, 10 updates/key, throttled to 4 MB/s", n // 2, n // 20, 100, rate=4e6),
+    ]
+    base = Path(tempfile.mkdtemp(prefix="bench-cleaner-", dir=args.dir))
+    try:
+        rows = [run(c, base) for c in cases]
+    finally:
+        shutil.rmtree(base, ignore_errors=True)
+    print("# Log cleaner benchmark\n")
+    print(f"Machine: {platform.platform()}, Python {platform.python_version()}, {os.cpu_count()} CPUs "
+          f"({platform.processor() or 'unknown CPU'})\n")
+    print(f"Directory: `{base}` (page cache, the cleaner's fsyncs included)\n")
+    print("| case | records | keys | disk before | disk after | records kept | round s | map s | rewrite s "
+          "| dirty MB/s | I/O MB/s (read+map+write) | throttle sleep s |")
+    print("|---|---|---|---|---|---|---|---|---|---|---|---|")
+    for r in rows:
+        print(f"| {r['case']} | {r['records']} | {r['keys']} | {r['before'] / 1e6:.1f} MB | {r['after'] / 1e6:.1f} MB "
+              f"| {r['kept']} | {r['elapsed']:.2f} | {r['map_s']:.2f} | {r['copy_s']:.2f} | {r['mb_s']:.1f} "
+              f"| {r['io_mb_s']:.1f} | {r['slept']:.1f} |")
+
+
+if __name__ == "__main__":
+    main()
