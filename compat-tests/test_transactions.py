@@ -397,3 +397,42 @@ def test_read_committed_answers_like_kafka(kafka_broker, odradek_broker) -> None
     ours = _read_committed_answers(odradek_broker)
     assert ours == theirs
     assert ("latest", 17, 12) in ours  # 5+1 committed, 5+1 aborted, 5 open: the LSO waits at the open one
+
+
+def test_kafka_python_transactions_and_read_committed(odradek_broker_factory) -> None:
+    """kafka-python's own transaction manager and read_committed consumer (an independent client)."""
+    from kafka import KafkaConsumer, KafkaProducer
+    from kafka import TopicPartition as KPTopicPartition
+
+    broker = odradek_broker_factory(overrides=TXN_OVERRIDES)
+    topic = f"txn-kp-{uuid.uuid4().hex[:6]}"
+    _create(broker.bootstrap, topic, 2)
+    producer = KafkaProducer(bootstrap_servers=broker.bootstrap, transactional_id=f"kp-{topic}")
+    producer.init_transactions()
+    committed = []
+    for t, commit in enumerate([True, False, True, False, True]):
+        producer.begin_transaction()
+        values = [f"kp{t}-{i}" for i in range(40)]
+        for i, v in enumerate(values):
+            producer.send(topic, key=str(i).encode(), value=v.encode())
+        producer.flush()
+        if commit:
+            producer.commit_transaction()
+            committed += values
+        else:
+            producer.abort_transaction()
+    producer.close()
+
+    def read(isolation: str) -> list[str]:
+        consumer = KafkaConsumer(bootstrap_servers=broker.bootstrap, isolation_level=isolation,
+                                 enable_auto_commit=False, group_id=None, consumer_timeout_ms=3000)
+        consumer.assign([KPTopicPartition(topic, p) for p in range(2)])
+        consumer.seek_to_beginning()
+        values = [m.value.decode() for m in consumer]
+        consumer.close()
+        return values
+
+    assert sorted(read("read_committed")) == sorted(committed)
+    assert len(read("read_uncommitted")) == 200
+    # confluent-kafka agrees
+    assert sorted(v for _, _, v in _consume(broker.bootstrap, topic, 2, "read_committed")) == sorted(committed)
