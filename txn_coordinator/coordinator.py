@@ -167,10 +167,14 @@ class TransactionCoordinator:
             if plog is None:
                 continue
             for key, value in rec.read_records(plog):
-                txn_id = rec.decode_key(key)
+                try:
+                    txn_id = rec.decode_key(key)
+                    decoded = None if txn_id is None else rec.decode_value(value)
+                except Exception:
+                    log.warning("Skipping an unreadable record in %s-%d", rec.TRANSACTION_STATE_TOPIC, partition)
+                    continue
                 if txn_id is None:
                     continue
-                decoded = rec.decode_value(value)
                 if decoded is None:
                     self.txns.pop(txn_id, None)
                 else:
@@ -181,7 +185,11 @@ class TransactionCoordinator:
             if meta.state in (TxnState.PREPARE_COMMIT, TxnState.PREPARE_ABORT):
                 log.info("Completing transaction %s (%s) found at load", meta.transactional_id,
                          meta.state.display_name)
-                self._complete(meta, meta.state == TxnState.PREPARE_COMMIT, _now_ms())
+                try:
+                    self._complete(meta, meta.state == TxnState.PREPARE_COMMIT, _now_ms())
+                except TxnError:
+                    # stays prepared: EndTxn retries get CONCURRENT_TRANSACTIONS, the next start retries
+                    log.exception("Completing transaction %s at load failed", meta.transactional_id)
         log.info("Loaded %d transactional ids from %s", len(self.txns), rec.TRANSACTION_STATE_TOPIC)
 
     # ================================================================== log writes
