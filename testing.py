@@ -72,6 +72,15 @@ class RunningBroker:
         """``host:port``: the value of ``bootstrap_servers`` / ``bootstrap.servers``."""
         return f"{self.host}:{self.port}"
 
+    @property
+    def metrics_url(self) -> str | None:
+        """The Prometheus endpoint of an in-process broker started with ``odradek_metrics_port=0``
+        (or any port); None when metrics are off or the broker is a subprocess."""
+        metrics = getattr(self.broker, "metrics", None)
+        if metrics is None or metrics.port is None:
+            return None
+        return f"http://{self.broker.config.get('odradek.metrics.host')}:{metrics.port}/metrics"
+
 
 def _config_overrides(configs: Mapping[str, object] | None, overrides: Mapping[str, object]) -> dict[str, str]:
     out = {k: str(v) for k, v in (configs or {}).items()}

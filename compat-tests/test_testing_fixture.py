@@ -68,3 +68,16 @@ def test_running_broker_both_modes_keep_data_in_their_log_dir(tmp_path, in_proce
     # The broker is gone (port closed) and its data stays where we asked.
     assert (tmp_path / "data" / "two-0").is_dir() and (tmp_path / "data" / "two-1").is_dir()
     assert (tmp_path / "data" / ".kafka_cleanshutdown").exists()
+
+
+def test_in_process_broker_exposes_its_metrics_url() -> None:
+    import urllib.request
+
+    with running_broker(odradek_metrics_port=0) as broker:
+        assert broker.metrics_url is not None
+        with KafkaClient(broker.bootstrap_servers) as client:
+            client.metadata(None)
+        text = urllib.request.urlopen(broker.metrics_url, timeout=10).read().decode()
+        assert 'kafka_network_requestmetrics_requests_total{request="Metadata"' in text
+    with running_broker() as broker:
+        assert broker.metrics_url is None
