@@ -357,3 +357,41 @@ def test_producer_checks_answer_like_kafka(kafka_broker, odradek_broker) -> None
     # what the rules say, spelled out (Kafka 4.1 agrees, see above)
     assert codes["retry of the first"] == 0 and codes["gap"] == 45 and codes["old epoch"] == 47
     assert codes["unknown producer, sequence 7"] == 0  # no UNKNOWN_PRODUCER_ID since KIP-360
+
+
+def test_idempotent_producer_survives_broker_kill(proxied_broker) -> None:
+    """kill -9 the broker while an idempotent producer has requests in flight, start it again: the
+    producer state rebuilt from the log (no clean-shutdown snapshot) still recognises the retries."""
+    broker, proxy, bootstrap = proxied_broker
+    proxy.p_drop_response = proxy.p_drop_request = 0.0  # the crash is the fault here
+    topic = f"idem-kill-{uuid.uuid4().hex[:8]}"
+    _create_topic(bootstrap, topic)
+    producer = CKProducer({
+        "bootstrap.servers": bootstrap, "enable.idempotence": True, "acks": "all", "linger.ms": 2,
+        "batch.num.messages": 400, "retry.backoff.ms": 50, "reconnect.backoff.ms": 50,
+        "message.timeout.ms": 120_000,
+    })
+    errors: list[object] = []
+
+    def delivered(err, _msg) -> None:
+        if err is not None:
+            errors.append(err)
+
+    killed = False
+    for i in range(N_RECORDS):
+        while True:
+            try:
+                producer.produce(topic, key=str(i % 30).encode(), value=str(i).encode(), on_delivery=delivered)
+                break
+            except BufferError:
+                producer.poll(0.05)
+        if i == N_RECORDS // 2 and not killed:
+            producer.poll(0)
+            broker.kill()
+            broker.start()
+            killed = True
+        elif i % 1000 == 0:
+            producer.poll(0)
+    assert producer.flush(120) == 0
+    assert not errors, errors[:5]
+    _check_exactly_once_in_order(_read_all(bootstrap, topic), lambda v: v % 30)
