@@ -15,6 +15,20 @@ FIND, JOIN, HEARTBEAT, LEAVE, SYNC, DESCRIBE, LIST, COMMIT, FETCH, DELETE, OFFSE
     10, 11, 12, 13, 14, 15, 16, 8, 9, 42, 47)
 RETRIABLE = {14, 15, 16}  # COORDINATOR_LOAD_IN_PROGRESS, COORDINATOR_NOT_AVAILABLE, NOT_COORDINATOR
 
+#: Steps where Odradek knowingly differs (see docs/groups.md, "Not done").
+KNOWN_DIFFERENCES = {
+    # Kafka 4 lets classic members join a consumer group (online migration); Odradek refuses
+    # with INCONSISTENT_GROUP_PROTOCOL.
+    "classic join to consumer group",
+}
+
+
+def _compare(expected: list, got: list) -> None:
+    assert [label for label, _ in expected] == [label for label, _ in got]
+    mismatches = [(e[0], e[1], g[1]) for e, g in zip(expected, got, strict=True)
+                  if e != g and e[0] not in KNOWN_DIFFERENCES]
+    assert not mismatches, "\n".join(f"{label}: kafka {k!r} odradek {o!r}" for label, k, o in mismatches)
+
 
 def _strip(obj: Any, fields: list, structs: dict, version: int) -> Any:
     for f in fields:
@@ -195,6 +209,124 @@ def test_group_error_codes_match_kafka(kafka_broker_factory, odradek_broker_fact
     expected = scenario(kafka.bootstrap)
     odradek = odradek_broker_factory(overrides={"group.initial.rebalance.delay.ms": "0",
                                                 "offsets.topic.num.partitions": "3"})
-    got = scenario(odradek.bootstrap)
-    mismatches = [(e[0], e[1], g[1]) for e, g in zip(expected, got, strict=True) if e != g]
-    assert not mismatches, "\n".join(f"{label}: kafka {k!r} odradek {o!r}" for label, k, o in mismatches)
+    _compare(expected, scenario(odradek.bootstrap))
+
+
+def scenario_static_and_consumer(bootstrap: str) -> list[tuple[str, Any]]:
+    """Static membership and KIP-848 heartbeats: error codes, epochs, states."""
+    from kafka import KafkaAdminClient
+    from kafka.admin import NewTopic
+
+    admin = KafkaAdminClient(bootstrap_servers=bootstrap)
+    admin.create_topics([NewTopic("st", 4, 1)])
+    admin.close()
+    c = RawClient(bootstrap)
+    out: list[tuple[str, Any]] = []
+    Join, Sync, Leave, Commit, Fetch = (request_class(k) for k in (JOIN, SYNC, LEAVE, COMMIT, FETCH))
+    deadline = time.monotonic() + 60
+    while c.call(FIND, 4, key_type=0, coordinator_keys=["sg"]).coordinators[0].error_code in RETRIABLE:
+        assert time.monotonic() < deadline
+        time.sleep(0.2)
+    protocols = [Join.JoinGroupRequestProtocol(name="range", metadata=_subscription("st"))]
+    join = dict(group_id="sg", session_timeout_ms=10000, rebalance_timeout_ms=10000, member_id="",
+                group_instance_id="i1", protocol_type="consumer", protocols=protocols)
+    while True:
+        first = c.call(JOIN, 9, **join)
+        if first.error_code not in RETRIABLE:
+            break
+        assert time.monotonic() < deadline
+        time.sleep(0.2)
+    out.append(("static join", (first.error_code, first.generation_id, first.leader == first.member_id)))
+    c.call(SYNC, 5, group_id="sg", generation_id=1, member_id=first.member_id, group_instance_id="i1",
+           protocol_type="consumer", protocol_name="range",
+           assignments=[Sync.SyncGroupRequestAssignment(member_id=first.member_id, assignment=b"x")])
+    again = c.call(JOIN, 9, **join)
+    out.append(("static rejoin v9", (again.error_code, again.generation_id, again.skip_assignment,
+                                     again.leader == again.member_id, len(again.members))))
+    old = c.call(JOIN, 7, **join)
+    out.append(("static rejoin v7", (old.error_code, old.generation_id, old.leader == again.member_id,
+                                     len(old.members))))
+    member = old.member_id
+    out.append(("heartbeat fenced", c.call(HEARTBEAT, 4, group_id="sg", generation_id=1,
+                                            member_id=first.member_id, group_instance_id="i1").error_code))
+    out.append(("heartbeat unknown instance", c.call(HEARTBEAT, 4, group_id="sg", generation_id=1,
+                                                      member_id=member, group_instance_id="i9").error_code))
+    out.append(("heartbeat", c.call(HEARTBEAT, 4, group_id="sg", generation_id=1, member_id=member,
+                                     group_instance_id="i1").error_code))
+    synced = c.call(SYNC, 5, group_id="sg", generation_id=1, member_id=member, group_instance_id="i1",
+                    assignments=[])
+    out.append(("sync as replaced member", (synced.error_code, synced.assignment)))
+    out.append(("join with known id but wrong instance",
+                c.call(JOIN, 9, **{**join, "member_id": member, "group_instance_id": "i2"}).error_code))
+    out.append(("join known member without instance",
+                c.call(JOIN, 9, **{**join, "member_id": member, "group_instance_id": None}).error_code))
+    leave = c.call(LEAVE, 5, group_id="sg", members=[Leave.MemberIdentity(member_id="", group_instance_id="i9"),
+                                                      Leave.MemberIdentity(member_id="bad", group_instance_id="i1")])
+    out.append(("leave by instance", (leave.error_code, [m.error_code for m in leave.members])))
+    leave = c.call(LEAVE, 5, group_id="sg", members=[Leave.MemberIdentity(member_id="", group_instance_id="i1")])
+    out.append(("leave static", (leave.error_code, [m.error_code for m in leave.members])))
+    d = c.call(DESCRIBE, 5, groups=["sg"]).groups[0]
+    out.append(("static group after leave", (d.group_state, len(d.members))))
+
+    # KIP-848
+
+    def hb(**kw: Any) -> Any:
+        args = dict(group_id="cg", member_id="m-1", member_epoch=0, rebalance_timeout_ms=30000,
+                    subscribed_topic_names=["st"], topic_partitions=[])
+        args.update(kw)
+        return c.call(68, 1, **args)
+
+    r = hb(group_id="")
+    out.append(("cg empty group id", r.error_code))
+    r = hb(subscribed_topic_names=None, topic_partitions=None)
+    out.append(("cg first heartbeat without subscription", r.error_code))
+    r = hb(server_assignor="nope")
+    out.append(("cg unknown assignor", r.error_code))
+    r = hb(member_id="", member_epoch=0)
+    out.append(("cg v1 empty member id", r.error_code))
+    r = hb(member_id="m-2", member_epoch=3)
+    out.append(("cg unknown member", (r.error_code, r.member_epoch)))
+    r = hb(server_assignor="range")
+    out.append(("cg join", (r.error_code, r.member_epoch, r.member_id,
+                            sorted(p for tp in r.assignment.topic_partitions for p in tp.partitions))))
+    epoch = r.member_epoch
+    r = hb(member_epoch=epoch + 5, subscribed_topic_names=None, topic_partitions=None, rebalance_timeout_ms=-1)
+    out.append(("cg fenced epoch", (r.error_code, r.member_epoch)))
+    r = hb(group_id="sg", member_id="m-9")
+    out.append(("cg heartbeat to a classic group", r.error_code))
+
+    def commit(epoch_: int, member_id: str, version: int = 9) -> int:
+        res = c.call(COMMIT, version, group_id="cg", generation_id_or_member_epoch=epoch_, member_id=member_id,
+                     topics=[Commit.OffsetCommitRequestTopic(name="st", partitions=[
+                         Commit.OffsetCommitRequestPartition(partition_index=0, committed_offset=1)])])
+        return res.topics[0].partitions[0].error_code
+
+    out += [("cg commit", commit(epoch, "m-1")), ("cg commit stale", commit(epoch + 1, "m-1")),
+            ("cg commit unknown member", commit(epoch, "zz")), ("cg commit no member", commit(-1, ""))]
+    fetched = c.call(FETCH, 9, groups=[Fetch.OffsetFetchRequestGroup(group_id="cg", member_id="m-1",
+                                                                      member_epoch=epoch + 1, topics=None)])
+    out.append(("cg fetch stale", fetched.groups[0].error_code))
+    d = c.call(69, 1, group_ids=["cg", "sg", "none"])
+    out.append(("cg describe", sorted((g.group_id, g.error_code, g.group_state, g.group_epoch, g.assignment_epoch,
+                                       g.assignor_name, len(g.members)) for g in d.groups)))
+    for version in (5, 6):
+        d = c.call(DESCRIBE, version, groups=["cg"]).groups[0]
+        out.append((f"classic describe of a consumer group v{version}", (d.error_code, d.group_state)))
+    listed = c.call(LIST, 5)
+    out.append(("list", sorted((g.group_id, g.protocol_type, g.group_state, g.group_type) for g in listed.groups)))
+    out.append(("classic join to consumer group", c.call(JOIN, 9, **{**join, "group_id": "cg",
+                                                                      "group_instance_id": None}).error_code))
+    r = hb(member_epoch=-1, subscribed_topic_names=None, topic_partitions=None, rebalance_timeout_ms=-1)
+    out.append(("cg leave", (r.error_code, r.member_epoch)))
+    deleted = c.call(DELETE, 2, groups_names=["cg"])
+    out.append(("cg delete", [(x.group_id, x.error_code) for x in deleted.results]))
+    c.close()
+    return out
+
+
+def test_static_membership_and_consumer_protocol_match_kafka(kafka_broker_factory, odradek_broker_factory):
+    kafka = kafka_broker_factory(overrides={"offsets.topic.num.partitions": "3"})
+    expected = scenario_static_and_consumer(kafka.bootstrap)
+    odradek = odradek_broker_factory(overrides={"group.initial.rebalance.delay.ms": "0",
+                                                "offsets.topic.num.partitions": "3"})
+    _compare(expected, scenario_static_and_consumer(odradek.bootstrap))

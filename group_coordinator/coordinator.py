@@ -388,10 +388,13 @@ class GroupCoordinator:
 
     @staticmethod
     def _validate_member(group: ClassicGroup, member_id: str, instance_id: str | None) -> ClassicMember:
-        """Static fencing first, then membership (Kafka's order)."""
+        """Kafka's validateMember: a given instance id must be known (else UNKNOWN_MEMBER_ID) and map
+        to this member id (else FENCED_INSTANCE_ID); without one, the member id must be known."""
         if instance_id is not None:
             known = group.static_members.get(instance_id)
-            if known is not None and known != member_id:
+            if known is None:
+                raise GroupError(ErrorCode.UNKNOWN_MEMBER_ID)
+            if known != member_id:
                 raise GroupError(ErrorCode.FENCED_INSTANCE_ID)
         member = group.members.get(member_id)
         if member is None:
@@ -463,8 +466,6 @@ class GroupCoordinator:
                                                   session_timeout_ms, rebalance_timeout_ms, protocol_type,
                                                   protocols, reason or "new member joined")
         member = self._validate_member(group, member_id, instance_id)
-        if instance_id is None and member.group_instance_id is not None:
-            raise GroupError(ErrorCode.FENCED_INSTANCE_ID)
         self._heartbeat(member)
         state = group.state
         if state is GroupState.PREPARING_REBALANCE:
@@ -1090,8 +1091,9 @@ class GroupCoordinator:
 
         try:
             self._check_active()
-            if not group_id:
-                raise GroupError(ErrorCode.INVALID_REQUEST, "GroupId can't be empty.")
+            _validate_consumer_heartbeat(api_version, group_id, member_id, member_epoch, instance_id, rack_id,
+                                         rebalance_timeout_ms, subscribed_topic_names, subscribed_topic_regex,
+                                         server_assignor, owned)
             group = self.groups.get(group_id)
             converted: list[tuple[bytes, bytes | None]] = []
             if isinstance(group, ClassicGroup):
@@ -1104,7 +1106,7 @@ class GroupCoordinator:
                 converted = [(rec.group_metadata_key(group_id), None)]
             if group is None:
                 if member_epoch != 0:
-                    raise GroupError(ErrorCode.UNKNOWN_MEMBER_ID, f"Group {group_id} not found.")
+                    raise GroupError(ErrorCode.GROUP_ID_NOT_FOUND, f"Consumer group {group_id} not found.")
                 group = ConsumerGroup(group_id)
                 self.groups[group_id] = group
             try:
@@ -1181,6 +1183,39 @@ class GroupCoordinator:
                 continue
             for tp in gone:
                 del stored[tp]
+
+
+def _validate_consumer_heartbeat(api_version: int, group_id: str, member_id: str, member_epoch: int,
+                                 instance_id: str | None, rack_id: str | None, rebalance_timeout_ms: int,
+                                 subscribed_topic_names: list[str] | None, subscribed_topic_regex: str | None,
+                                 server_assignor: str | None, owned: dict[str, set[int]] | None) -> None:
+    """Kafka's checks of a ConsumerGroupHeartbeat request, before any state is touched."""
+    from .assignors import ASSIGNORS
+
+    def invalid(message: str) -> GroupError:
+        return GroupError(ErrorCode.INVALID_REQUEST, message)
+
+    if not group_id:
+        raise invalid("GroupId can't be empty.")
+    if instance_id is not None and not instance_id:
+        raise invalid("InstanceId can't be empty.")
+    if rack_id is not None and not rack_id:
+        raise invalid("RackId can't be empty.")
+    if api_version >= 1 and not member_id:
+        raise invalid("MemberId can't be empty.")
+    if member_epoch == 0:
+        if rebalance_timeout_ms == -1:
+            raise invalid("RebalanceTimeoutMs must be provided in first request.")
+        if owned:
+            raise invalid("TopicPartitions must be empty when (re-)joining.")
+        if subscribed_topic_names is None and subscribed_topic_regex is None:
+            raise invalid("SubscribedTopicNames or SubscribedTopicRegex must be set in first request.")
+    elif member_epoch == -2 and instance_id is None:
+        raise invalid("InstanceId can't be null.")
+    elif member_epoch < -2:
+        raise invalid(f"MemberEpoch is {member_epoch}, but must be greater than or equal to -2.")
+    if server_assignor is not None and server_assignor not in ASSIGNORS:
+        raise GroupError(ErrorCode.UNSUPPORTED_ASSIGNOR, f"ServerAssignor {server_assignor} is not supported.")
 
 
 def _append_error(code: ErrorCode) -> ErrorCode:

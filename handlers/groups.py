@@ -203,6 +203,10 @@ async def handle_sync_group(ctx: RequestContext, header, request) -> object:
     coordinator = _coordinator(ctx)
     if coordinator is None:
         return SyncGroupResponse(throttle_time_ms=0, error_code=int(ErrorCode.COORDINATOR_NOT_AVAILABLE), assignment=b"")
+    if version >= 5 and (request.protocol_type is None or request.protocol_name is None):
+        # From v5 both are mandatory (Kafka refuses the request before the coordinator sees it).
+        return SyncGroupResponse(throttle_time_ms=0, error_code=int(ErrorCode.INCONSISTENT_GROUP_PROTOCOL),
+                                 assignment=b"")
     result = await coordinator.sync_group(
         group_id=request.group_id, generation_id=request.generation_id, member_id=request.member_id,
         group_instance_id=request.group_instance_id if version >= 3 else None,
@@ -555,7 +559,7 @@ async def handle_consumer_group_heartbeat(ctx: RequestContext, header, request) 
     coordinator = _coordinator(ctx)
     if coordinator is None:
         return ConsumerGroupHeartbeatResponse(
-            throttle_time_ms=0, error_code=int(ErrorCode.COORDINATOR_NOT_AVAILABLE), member_epoch=-1,
+            throttle_time_ms=0, error_code=int(ErrorCode.COORDINATOR_NOT_AVAILABLE), member_epoch=0,
             heartbeat_interval_ms=0)
     coordinator.ensure_offsets_topic()
     owned = None
@@ -578,7 +582,7 @@ async def handle_consumer_group_heartbeat(ctx: RequestContext, header, request) 
     if result.error != ErrorCode.NONE:
         return ConsumerGroupHeartbeatResponse(
             throttle_time_ms=0, error_code=int(result.error), error_message=result.error_message,
-            member_id=None, member_epoch=-1, heartbeat_interval_ms=0, assignment=None)
+            member_id=None, member_epoch=0, heartbeat_interval_ms=0, assignment=None)
     assignment = None
     if result.assignment is not None:
         assignment = ConsumerGroupHeartbeatResponse.Assignment(topic_partitions=_topic_ids(ctx, result.assignment))
