@@ -211,6 +211,16 @@ def test_sigkill_during_cleaning_recovers_without_lost_or_duplicated_keys(broker
         assert not [f for f in _partition_files(broker, topic) if f.endswith((".cleaned", ".swap"))]
     assert kills == 5 and saw_cleaner_files == 1
 
+    # a clean stop in the middle of a (throttled) cleaning does not wait for it to finish
+    end = time.monotonic() + 30
+    while time.monotonic() < end and not any(f.endswith(".cleaned") for f in _partition_files(broker, topic)):
+        time.sleep(0.02)
+    t0 = time.monotonic()
+    assert broker.stop() == 0
+    assert time.monotonic() - t0 < 10
+    broker.start()
+    assert _latest(_read_all(bootstrap, topic)) == want
+
     # then let it finish: exactly one record per key
     def done() -> bool:
         recs = _read_all(bootstrap, topic)

@@ -884,6 +884,9 @@ class LogCleaner:
         self.cleaner.run_exclusive = lambda fn, *args: manager.run_exclusive(fn, *args)
         self.cleaner.is_aborted = self._aborted
         self.uncleanable: set[TopicPartition] = set()
+        # set when the broker shuts down: a running cleaning stops at its next chunk, as Kafka's
+        # shutdown aborts the cleaner threads (the .cleaned files are removed at the next start)
+        self.stop_requested = False
         self.last_stats: CleanerStats | None = None
         self.rounds = 0
         self.dirtiest_ratio = 0.0
@@ -893,7 +896,7 @@ class LogCleaner:
         return cls(manager, CleanerConfig.from_broker_props(raw))
 
     def _aborted(self, plog: PartitionLog) -> bool:
-        return plog.closed or self.manager.get_log(plog.topic, plog.partition) is not plog
+        return self.stop_requested or plog.closed or self.manager.get_log(plog.topic, plog.partition) is not plog
 
     # -- checkpoints --------------------------------------------------------------------------
     def all_cleaner_checkpoints(self) -> dict[TopicPartition, int]:
@@ -957,6 +960,8 @@ class LogCleaner:
         """Clean the dirtiest log (if any is due), then apply retention to compact+delete logs.
         Blocking: run it in a worker thread. Returns True if a log was cleaned."""
         now = int(time.time() * 1000) if now_ms is None else now_ms
+        if self.stop_requested:
+            return False
         ltc = self.grab_filthiest(now)
         cleaned = False
         if ltc is not None:
@@ -977,6 +982,10 @@ class LogCleaner:
                 crashed = True
                 raise
             except Exception:
+                if self._aborted(ltc.log):
+                    # closed or deleted underneath us (its files are gone): not the log's fault
+                    log.info("Cleaning of %s stopped: the log was closed", ltc.log.name)
+                    return False
                 log.exception("Unexpected exception while cleaning %s; it is marked uncleanable", ltc.log.name)
                 self.uncleanable.add(ltc.tp)
             finally:
@@ -1003,11 +1012,20 @@ class LogCleaner:
         """The cleaner thread: clean in a worker thread, back off `log.cleaner.backoff.ms` when idle."""
         import trio  # noqa: PLC0415 - the log store itself does not need trio
 
-        while True:
+        async def stop_on_cancel() -> None:
+            # the worker thread cannot be cancelled; this makes it stop at its next chunk instead
             try:
-                cleaned = await trio.to_thread.run_sync(self.clean_filthiest)
-            except Exception:
-                log.exception("Log cleaner round failed")
-                cleaned = False
-            if not cleaned:
-                await trio.sleep(self.config.backoff_ms / 1000)
+                await trio.sleep_forever()
+            finally:
+                self.stop_requested = True
+
+        async with trio.open_nursery() as nursery:
+            nursery.start_soon(stop_on_cancel)
+            while True:
+                try:
+                    cleaned = await trio.to_thread.run_sync(self.clean_filthiest)
+                except Exception:
+                    log.exception("Log cleaner round failed")
+                    cleaned = False
+                if not cleaned:
+                    await trio.sleep(self.config.backoff_ms / 1000)
