@@ -27,6 +27,7 @@ from typing import IO, NamedTuple
 
 from odradek.logstore.offset_index import OffsetIndex
 from odradek.logstore.time_index import TimeIndex
+from odradek.wire.errors import ProtocolError
 from odradek.wire.records import (
     BATCH_OVERHEAD,
     HEADER_SIZE_UP_TO_MAGIC,
@@ -37,6 +38,7 @@ from odradek.wire.records import (
     CorruptRecordError,
     InvalidRecordError,
     LegacyMessage,
+    Record,
     RecordBatch,
     TimestampType,
     iter_log_entries,
@@ -45,6 +47,7 @@ from odradek.wire.records import (
     parse_control_record_key,
     parse_end_txn_marker,
 )
+from odradek.wire.schema import codec
 
 from .dump_log_decoders import MessageParser, make_parser
 from .dump_log_java import (
@@ -56,6 +59,7 @@ from .dump_log_java import (
     string_hash,
 )
 from .dump_log_snapshot import dump_producer_snapshot
+from .json_converter import to_json
 
 __all__ = ["DumpOptions", "main", "parse_args"]
 
@@ -492,34 +496,20 @@ def _ts_name(t: TimestampType) -> str:
 # .log / .checkpoint
 
 
-class RecordView(NamedTuple):
-    """What a record line needs, for v2 records and legacy messages alike."""
-
-    offset: int
-    timestamp: int
-    key: bytes | None
-    value: bytes | None
-    sequence: int
-    header_keys: list[str]
-    legacy: LegacyMessage | None
-
-
-def _records_of(entry: Entry) -> Iterator[RecordView]:
-    """Deep iteration of one entry (Kafka's ``batch.asScala``), errors as Java exceptions."""
+def _records_of(entry: Entry) -> Iterator[Record | LegacyMessage]:
+    """Deep iteration of one entry (Kafka's ``batch.asScala``): the records of a v2 batch, or the
+    message(s) of a legacy entry (the inner ones of a compressed wrapper); errors as Java exceptions."""
     try:
         if entry.legacy is not None:
             msg = entry.legacy
-            inner = legacy_inner_messages(msg) if msg.attributes & 0x07 else [msg]
-            for m in inner:
-                yield RecordView(m.offset, m.timestamp, m.key, m.value, -1, [], m)
+            yield from (legacy_inner_messages(msg) if msg.attributes & 0x07 else [msg])
             return
         if entry.batch is None:
             raise JavaException(
                 "org.apache.kafka.common.errors.CorruptRecordException",
                 f"Record batch is corrupt (the size {entry.size} is smaller than the minimum allowed overhead {BATCH_OVERHEAD})",
             )
-        for r in entry.batch.records():
-            yield RecordView(r.offset, r.timestamp, r.key, r.value, r.sequence, [k for k, _ in r.headers], None)
+        yield from entry.batch.records()
     except (CorruptRecordError, InvalidRecordError) as e:
         raise _corrupt(e) from None
 
@@ -564,10 +554,8 @@ def _batch_line(entry: Entry, position: int, out: Output) -> None:
 _CODEC_NAMES = ("none", "gzip", "snappy", "lz4", "zstd")
 
 
-def _control_text(rec: RecordView) -> str:
+def _control_text(rec: Record) -> str:
     """The control-record part of a record line (3.9)."""
-    from odradek.wire.records import Record
-
     try:
         _, ctype = parse_control_record_key(rec.key)
     except InvalidRecordError as e:
@@ -576,19 +564,13 @@ def _control_text(rec: RecordView) -> str:
         raise JavaException("org.apache.kafka.common.InvalidRecordException", str(e)) from None
     type_id = int(ctype)
     if ctype in (ControlRecordType.ABORT, ControlRecordType.COMMIT):
-        fake = Record(rec.offset, rec.timestamp, rec.key, rec.value, [], rec.sequence, 0, 0, 0, 0)
         try:
-            marker = parse_end_txn_marker(fake)
+            marker = parse_end_txn_marker(rec)
         except InvalidRecordError as e:
             raise JavaException("org.apache.kafka.common.InvalidRecordException", str(e)) from None
         return f" endTxnMarker: {ControlRecordType(ctype).name} coordinatorEpoch: {marker.coordinator_epoch}"
     spec = _CONTROL_JSON.get(ctype) if isinstance(ctype, ControlRecordType) else None
     if spec is not None:
-        from odradek.wire.errors import ProtocolError
-        from odradek.wire.schema import codec
-
-        from .json_converter import to_json
-
         label, name = spec
         try:
             msg, _ = codec(name, 0).decode(rec.value if rec.value is not None else b"")
@@ -600,7 +582,6 @@ def _control_text(rec: RecordView) -> str:
 
 
 def dump_log(
-    path_arg: str,
     file_str: str,
     opts: DumpOptions,
     parser: MessageParser | None,
@@ -654,7 +635,7 @@ def dump_log(
 
 
 def _record_line(
-    rec: RecordView,
+    rec: Record | LegacyMessage,
     entry: Entry,
     tname: str,
     is_control: bool,
@@ -662,27 +643,34 @@ def _record_line(
     parser: MessageParser | None,
     out: Output,
 ) -> None:
+    """One record line (built as one string: this runs once per record)."""
+    key = rec.key
+    value = rec.value
     prefix = "| "
+    parts = []
     if not opts.skip_record_metadata:
-        key_size = -1 if rec.key is None else len(rec.key)
-        value_size = -1 if rec.value is None else len(rec.value)
-        text = f"| offset: {rec.offset} {tname}: {rec.timestamp} keySize: {key_size} valueSize: {value_size}"
+        parts.append(
+            f"| offset: {rec.offset} {tname}: {rec.timestamp} keySize: {-1 if key is None else len(key)} "
+            f"valueSize: {-1 if value is None else len(value)}"
+        )
         prefix = " "
-        if entry.magic >= 2:
-            text += f" sequence: {rec.sequence} headerKeys: [{','.join(rec.header_keys)}]"
-        if rec.legacy is not None:
-            text += f" isValid: {_bool(rec.legacy.is_valid)} crc: {rec.legacy.crc}}}"
-        out.write(text)
+        if isinstance(rec, Record):
+            headers = rec.headers
+            keys = ",".join([h[0] for h in headers]) if headers else ""
+            parts.append(f" sequence: {rec.sequence} headerKeys: [{keys}]")
+        else:
+            # Kafka 3.x prints a stray "}" after the legacy CRC
+            parts.append(f" isValid: {_bool(rec.is_valid)} crc: {rec.crc}}}")
         if is_control:
-            out.write(_control_text(rec))
+            parts.append(_control_text(rec))  # type: ignore[arg-type]
     if opts.print_data_log and not is_control and parser is not None:
-        key, payload = parser.parse(rec.offset, rec.key, rec.value)
-        if key is not None:
-            out.write(f"{prefix}key: {key}")
-            prefix = " "
+        k, payload = parser.parse(rec.offset, key, value)
+        if k is not None:
+            parts.append(f"{prefix}key: {k}")
         if payload is not None:
-            out.write(f" payload: {payload}")
-    out.line()
+            parts.append(f" payload: {payload}")
+    parts.append("\n")
+    out.write("".join(parts))
 
 
 def _open_log(file_str: str) -> int:
@@ -954,7 +942,7 @@ def run(opts: DumpOptions, out: Output, progress: Progress) -> None:
             # Kafka evaluates dumpLog's arguments first: the parser (deprecation notices), then max-bytes
             parser = make_parser(opts, out.line)
             _ = opts.max_bytes
-            dump_log(arg, file_str, opts, parser, sums, out, progress)
+            dump_log(file_str, opts, parser, sums, out, progress)
         elif suffix == ".index":
             dump_index(file_str, opts, sums, out)
         elif suffix == ".timeindex":
@@ -983,9 +971,11 @@ def main(argv: list[str] | None = None) -> int:
         out.flush()
         msg = str(e)
         if msg == "__version__":
+            # Kafka prints its version on stdout and exits 0
             from odradek import __version__ as ver  # type: ignore[attr-defined]
 
-            out.err(str(ver))
+            out.line(str(ver))
+            out.flush()
             return 0
         if msg:
             out.err(msg)
