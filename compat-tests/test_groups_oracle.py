@@ -6,6 +6,7 @@ from __future__ import annotations
 import socket
 import struct
 import time
+from pathlib import Path
 from typing import Any
 
 from odradek.wire.protocol import decode_response, encode_request, join_pieces, request_class
@@ -204,12 +205,36 @@ def scenario(bootstrap: str) -> list[tuple[str, Any]]:
     return out
 
 
+def _offsets_log_shape(log_dir: Path) -> dict[str, list]:
+    """Per __consumer_offsets partition: batch headers (without offsets/CRC/timestamps) and record keys,
+    value versions and value sizes (what does not depend on clocks)."""
+    from odradek.wire.records import iter_batches
+
+    shape: dict[str, list] = {}
+    for part in sorted(log_dir.glob("__consumer_offsets-*")):
+        items = []
+        for segment in sorted(part.glob("*.log")):
+            for batch in iter_batches(segment.read_bytes()):
+                h = batch.header()
+                records = [(bytes(r.key), None if r.value is None else (bytes(r.value)[:2], len(r.value)))
+                           for r in batch.records()]
+                items.append(((h.magic, h.attributes, h.producer_id, h.producer_epoch, h.base_sequence,
+                               h.record_count, h.last_offset_delta), records))
+        if items:
+            shape[part.name] = items
+    return shape
+
+
 def test_group_error_codes_match_kafka(kafka_broker_factory, odradek_broker_factory):
+    """...and the records both wrote to __consumer_offsets have the same layout (Kafka 4.1 format)."""
     kafka = kafka_broker_factory(overrides={"offsets.topic.num.partitions": "3"})
     expected = scenario(kafka.bootstrap)
     odradek = odradek_broker_factory(overrides={"group.initial.rebalance.delay.ms": "0",
                                                 "offsets.topic.num.partitions": "3"})
     _compare(expected, scenario(odradek.bootstrap))
+    kafka.stop()
+    odradek.stop()
+    assert _offsets_log_shape(odradek.log_dirs[0]) == _offsets_log_shape(kafka.log_dirs[0])
 
 
 def scenario_static_and_consumer(bootstrap: str) -> list[tuple[str, Any]]:

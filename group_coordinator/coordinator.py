@@ -93,6 +93,12 @@ class GroupCoordinator:
         self.pending_transactional: dict[tuple[int, int], dict[str, dict[tuple[str, int], CommittedOffset]]] = {}
         self._last_retention_check = 0.0
         self._clock_ms = _now_ms
+        # Which Kafka release's record layout to write (Odradek's own setting; see records.FORMATS).
+        raw = getattr(self.config, "raw", {}) if self.config is not None else {}
+        name = str(raw.get("group.coordinator.record.format", rec.DEFAULT_FORMAT))
+        if name not in rec.FORMATS:
+            raise ValueError(f"group.coordinator.record.format must be one of {sorted(rec.FORMATS)}, not {name!r}")
+        self.format = rec.FORMATS[name]
 
     # ================================================================== config
 
@@ -201,7 +207,17 @@ class GroupCoordinator:
                               extra: list[tuple[bytes, bytes | None]] | None = None) -> None:
         value = self.group_metadata_value(group, assignments)
         records = [(rec.group_metadata_key(group.group_id), rec.group_metadata_value(value))]
-        self._append(group.group_id, rec.group_metadata_batch([*(extra or []), *records], self.now_ms()))
+        self._append(group.group_id, rec.group_metadata_batch([*(extra or []), *records], self.now_ms(), self.format))
+
+    def _write_empty_group(self, group: ClassicGroup) -> None:
+        value = rec.GroupMetadataValue(protocol_type="", generation=0, protocol=None, leader=None,
+                                       current_state_timestamp=group.current_state_timestamp, members=[])
+        records = [(rec.group_metadata_key(group.group_id), rec.group_metadata_value(value))]
+        try:
+            self._append(group.group_id, rec.group_metadata_batch(records, self.now_ms(), self.format))
+        except GroupError:
+            del self.groups[group.group_id]
+            raise
 
     @staticmethod
     def group_metadata_value(group: ClassicGroup, assignments: dict[str, bytes] | None = None) -> Any:
@@ -450,6 +466,10 @@ class GroupCoordinator:
         if not member_id:
             if group is None:
                 group = self.groups[group_id] = ClassicGroup(group_id)
+                group.current_state_timestamp = self.now_ms()
+                if self.format.empty_group_record_on_create:
+                    # Kafka 4.x commits a new group to its log at once: an empty GroupMetadata record.
+                    self._write_empty_group(group)
             return self._join_new_member(group, instance_id, client_id, client_host, session_timeout_ms,
                                          rebalance_timeout_ms, protocol_type, protocols, names,
                                          require_known_member_id, reason, supports_skip_assignment)
@@ -945,8 +965,9 @@ class GroupCoordinator:
             value = CommittedOffset(offset, leader_epoch, metadata, now, expire)
             values.append(((topic, partition), value))
             records.append((rec.offset_commit_key(group_id, topic, partition),
-                            rec.offset_commit_value(offset, leader_epoch, metadata, now, expire)))
-        self._append(group_id, rec.offset_commit_batch(records, now))
+                            rec.offset_commit_value(offset, leader_epoch, metadata, now, expire,
+                                                    self.format.offset_value_version)))
+        self._append(group_id, rec.offset_commit_batch(records, now, self.format))
         stored = self.offsets.setdefault(group_id, {})
         for tp, value in values:
             stored[tp] = value
@@ -992,7 +1013,7 @@ class GroupCoordinator:
                 tombstones.append(tp)
         if tombstones:
             self._append(group_id, rec.cleanup_batch(
-                [(rec.offset_commit_key(group_id, t, p), None) for t, p in tombstones], self.now_ms()))
+                [(rec.offset_commit_key(group_id, t, p), None) for t, p in tombstones], self.now_ms(), self.format))
             for tp in tombstones:
                 stored.pop(tp, None)
         return results
@@ -1035,7 +1056,7 @@ class GroupCoordinator:
             try:
                 if group_dies:
                     tombstones.append((rec.group_metadata_key(group_id), None))
-                self._append(group_id, rec.cleanup_batch(tombstones, now))
+                self._append(group_id, rec.cleanup_batch(tombstones, now, self.format))
             except GroupError:
                 continue
             for tp in expired:
@@ -1160,7 +1181,7 @@ class GroupCoordinator:
                     tombstones.extend(consumer_records.changes(group, {}))
                 else:
                     tombstones.append((rec.group_metadata_key(group_id), None))
-                self._append(group_id, rec.cleanup_batch(tombstones, self.now_ms()))
+                self._append(group_id, rec.cleanup_batch(tombstones, self.now_ms(), self.format))
                 if isinstance(group, ClassicGroup):
                     group.transition_to(GroupState.DEAD, self.now_ms())
                 del self.groups[group_id]
@@ -1178,7 +1199,7 @@ class GroupCoordinator:
                 continue
             try:
                 self._append(group_id, rec.cleanup_batch(
-                    [(rec.offset_commit_key(group_id, t, p), None) for t, p in gone], self.now_ms()))
+                    [(rec.offset_commit_key(group_id, t, p), None) for t, p in gone], self.now_ms(), self.format))
             except GroupError:
                 continue
             for tp in gone:

@@ -5,10 +5,12 @@ Every record key starts with an int16 *key version* that says which schema follo
 value starts with an int16 *value version* of its own schema. A null value is a
 tombstone: the key's state is deleted (and the log cleaner drops it eventually).
 
-Batches are built the way Kafka 3.9's group coordinator writes them: uncompressed,
-CreateTime, no producer id, one batch per write; the batches of OffsetCommit carry
-baseSequence 0, every other write (group metadata, and the tombstones of DeleteGroups,
-OffsetDelete and offset expiry) -1 (observed in real logs, see ``docs/groups.md``).
+Batches are uncompressed, CreateTime, no producer id, one batch per write. Two Kafka
+releases write them differently (both observed in real logs, see ``docs/groups.md``), so a
+:class:`RecordFormat` names the one to reproduce: Kafka 3.9's group coordinator gives
+OffsetCommit batches baseSequence 0 and every other write -1 and stores OffsetCommitValue v3;
+Kafka 4.1's coordinator runtime writes baseSequence 0 everywhere, OffsetCommitValue v4, and an
+empty GroupMetadata record when JoinGroup creates a group.
 """
 
 from __future__ import annotations
@@ -51,6 +53,24 @@ GROUP_METADATA_VALUE_VERSION = 3
 
 _INT16 = struct.Struct(">h")
 
+
+@dataclass(frozen=True, slots=True)
+class RecordFormat:
+    """How one Kafka release writes its coordinator records."""
+
+    name: str
+    offset_value_version: int  # OffsetCommitValue version without an expire timestamp
+    commit_base_sequence: int  # baseSequence of OffsetCommit batches
+    other_base_sequence: int  # baseSequence of every other coordinator batch
+    empty_group_record_on_create: bool  # JoinGroup creating a group writes an empty GroupMetadata
+
+
+FORMATS = {
+    "3.9": RecordFormat("3.9", 3, 0, -1, False),
+    "4.1": RecordFormat("4.1", 4, 0, 0, True),
+}
+DEFAULT_FORMAT = "4.1"
+
 OffsetCommitKey = message_class("OffsetCommitKey")
 OffsetCommitValue = message_class("OffsetCommitValue")
 GroupMetadataKey = message_class("GroupMetadataKey")
@@ -61,10 +81,12 @@ MemberMetadata = GroupMetadataValue.MemberMetadata
 def partition_for(group_id: str, num_partitions: int) -> int:
     """The ``__consumer_offsets`` partition of a group: ``Utils.abs(groupId.hashCode()) % n``.
 
-    Kafka's ``Utils.abs`` maps Integer.MIN_VALUE to 0 (``n & 0x7fffffff``), unlike Math.abs
-    which would leave it negative.
+    Kafka's ``Utils.abs`` is Math.abs except that Integer.MIN_VALUE (which Math.abs leaves
+    negative) becomes 0. It is not the producer's ``toPositive`` (``n & 0x7fffffff``): for a
+    negative hash the two give different partitions.
     """
-    return (string_hash(group_id) & 0x7FFFFFFF) % num_partitions
+    h = string_hash(group_id)
+    return 0 if h == -(2**31) else abs(h) % num_partitions
 
 
 # ---------------------------------------------------------------------------------- encoding
@@ -88,9 +110,11 @@ def offset_commit_key(group: str, topic: str, partition: int) -> bytes:
 
 
 def offset_commit_value(offset: int, leader_epoch: int, metadata: str, commit_timestamp: int,
-                        expire_timestamp: int = -1) -> bytes:
-    """Value of an offset commit record: v3, or v1 when an expire timestamp is given."""
-    version = OFFSET_COMMIT_VALUE_VERSION_WITH_EXPIRY if expire_timestamp >= 0 else OFFSET_COMMIT_VALUE_VERSION
+                        expire_timestamp: int = -1, version: int = OFFSET_COMMIT_VALUE_VERSION) -> bytes:
+    """Value of an offset commit record: `version` (3 for Kafka 3.9, 4 for 4.1), or v1 when an
+    expire timestamp is given."""
+    if expire_timestamp >= 0:
+        version = OFFSET_COMMIT_VALUE_VERSION_WITH_EXPIRY
     return _versioned(
         "OffsetCommitValue", version,
         OffsetCommitValue(
@@ -219,14 +243,16 @@ def build_coordinator_batch(records: list[tuple[bytes, bytes | None]], timestamp
     return bytearray(batch)
 
 
-def offset_commit_batch(records: list[tuple[bytes, bytes | None]], timestamp: int) -> bytearray:
-    """A batch of offset commit records (or their tombstones): baseSequence 0, as Kafka writes it."""
-    return build_coordinator_batch(records, timestamp, 0)
+def offset_commit_batch(records: list[tuple[bytes, bytes | None]], timestamp: int,
+                        fmt: RecordFormat = FORMATS["3.9"]) -> bytearray:
+    """The batch of an OffsetCommit (baseSequence 0 in both formats)."""
+    return build_coordinator_batch(records, timestamp, fmt.commit_base_sequence)
 
 
-def group_metadata_batch(records: list[tuple[bytes, bytes | None]], timestamp: int) -> bytearray:
-    """A batch holding a group metadata record: baseSequence -1."""
-    return build_coordinator_batch(records, timestamp, -1)
+def group_metadata_batch(records: list[tuple[bytes, bytes | None]], timestamp: int,
+                         fmt: RecordFormat = FORMATS["3.9"]) -> bytearray:
+    """A batch holding a group metadata record: baseSequence -1 (3.9) or 0 (4.1)."""
+    return build_coordinator_batch(records, timestamp, fmt.other_base_sequence)
 
 
 def consumer_group_batch(records: list[tuple[bytes, bytes | None]], timestamp: int) -> bytearray:
@@ -235,6 +261,7 @@ def consumer_group_batch(records: list[tuple[bytes, bytes | None]], timestamp: i
     return build_coordinator_batch(records, timestamp, 0)
 
 
-def cleanup_batch(records: list[tuple[bytes, bytes | None]], timestamp: int) -> bytearray:
-    """Tombstones of deleted/expired offsets and groups: written like group metadata (baseSequence -1)."""
-    return build_coordinator_batch(records, timestamp, -1)
+def cleanup_batch(records: list[tuple[bytes, bytes | None]], timestamp: int,
+                  fmt: RecordFormat = FORMATS["3.9"]) -> bytearray:
+    """Tombstones of deleted/expired offsets and groups: written like group metadata."""
+    return build_coordinator_batch(records, timestamp, fmt.other_base_sequence)

@@ -33,8 +33,9 @@ async def _stable_group(c, group_id="g"):
     return joined
 
 
-def test_group_and_offsets_are_reloaded_after_a_restart(tmp_path):
-    broker = FakeBroker(tmp_path)
+@pytest.mark.parametrize("fmt", ["3.9", "4.1"])
+def test_group_and_offsets_are_reloaded_after_a_restart(tmp_path, fmt):
+    broker = FakeBroker(tmp_path, **{"group.coordinator.record.format": fmt})
     broker.metadata.create_topic("t", 2, {})
     state = {}
 
@@ -51,11 +52,18 @@ def test_group_and_offsets_are_reloaded_after_a_restart(tmp_path):
     assert topic.partitions == 3
     records = _all_records(broker)
     kinds = [type(r).__name__ for _, r in records]
-    assert kinds.count("GroupMetadataRecord") == 1 and kinds.count("OffsetCommitRecord") == 4
+    # Kafka 4.1 also commits a new group to the log at once (an empty GroupMetadata record)
+    assert kinds.count("GroupMetadataRecord") == (1 if fmt == "3.9" else 2)
+    assert kinds.count("OffsetCommitRecord") == 4
     for header, r in records:
-        expected_sequence = 0 if isinstance(r, rec.OffsetCommitRecord) else -1
+        expected_sequence = 0 if isinstance(r, rec.OffsetCommitRecord) or fmt == "4.1" else -1
         assert (header.producer_id, header.producer_epoch, header.base_sequence) == (-1, -1, expected_sequence)
         assert header.attributes == 0
+        if isinstance(r, rec.OffsetCommitRecord):
+            assert r.value_version == (3 if fmt == "3.9" else 4)
+    if fmt == "4.1":
+        first = next(r for _, r in records if isinstance(r, rec.GroupMetadataRecord))
+        assert (first.value.protocol_type, first.value.generation, first.value.members) == ("", 0, [])
 
     again = broker.restarted()
 
@@ -118,7 +126,7 @@ def test_offset_delete_refuses_subscribed_topics(tmp_path):
 
 
 def test_offsets_of_an_empty_group_expire_after_retention(tmp_path):
-    broker = FakeBroker(tmp_path, **{"offsets.retention.minutes": "1"})
+    broker = FakeBroker(tmp_path, **{"offsets.retention.minutes": "1", "group.coordinator.record.format": "3.9"})
     broker.metadata.create_topic("t", 1, {})
     clock = {"now": 1_000_000}
 

@@ -29,6 +29,8 @@ def _batches(path: Path):
     ("polygenelubricants", 0),  # hashCode is Integer.MIN_VALUE: Utils.abs gives 0, not a negative number
     ("", 0),
     ("a", 97 % 50),
+    # a negative hash (-902286926): Math.abs, not & 0x7fffffff (which gives 0); checked on Kafka 4.1.1
+    ("simple", None),
     ("group-ü", None),
 ])
 def test_partition_for_uses_java_string_hash_and_utils_abs(group, expected):
@@ -36,6 +38,12 @@ def test_partition_for_uses_java_string_hash_and_utils_abs(group, expected):
     assert 0 <= got < 50
     if expected is not None:
         assert got == expected
+
+
+def test_partition_for_a_negative_hash_matches_kafka():
+    # real Kafka 4.1.1 with offsets.topic.num.partitions=3 put group "simple" in partition 2
+    assert rec.partition_for("simple", 3) == 2
+    assert rec.partition_for("simple", 50) == 902286926 % 50
 
 
 def test_w5_records_decode_and_rebuild_byte_for_byte():
