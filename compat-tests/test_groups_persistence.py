@@ -76,7 +76,9 @@ def test_w5_workload_writes_records_shaped_like_kafkas(odradek_broker_factory):
 
     workload = json.loads((W5 / "workload.json").read_text())
     client = workload["client"]
-    broker = odradek_broker_factory(overrides={"group.initial.rebalance.delay.ms": "0", "num.partitions": "1"})
+    # W5 was written by Kafka 3.9: ask for its record layout
+    broker = odradek_broker_factory(overrides={"group.initial.rebalance.delay.ms": "0", "num.partitions": "1",
+                                               "group.coordinator.record.format": "3.9"})
     producer = KafkaProducer(bootstrap_servers=broker.bootstrap)
     for i in range(600):
         producer.send("w5-group", f"value-{i}".encode(), partition=0)
