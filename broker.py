@@ -80,7 +80,9 @@ class Broker:
             self.log_manager.all_logs(), self.metadata_store.allocate_producer_ids
         )
         from .group_coordinator import GroupCoordinator  # noqa: PLC0415 - keeps broker import light
+        from .txn_coordinator import TransactionCoordinator  # noqa: PLC0415
         self.coordinators.setdefault("groups", GroupCoordinator(self))
+        self.coordinators.setdefault("transactions", TransactionCoordinator(self))
         for name in ("groups", "transactions"):
             coordinator = self.coordinators.get(name)
             if coordinator is not None:

@@ -2,7 +2,7 @@
 transaction coordinator, ``broker.coordinators["transactions"]``), and the admin APIs
 DescribeProducers, DescribeTransactions and ListTransactions.
 
-Loading this module registers the coordinator on the broker (``txn_coordinator.install``).
+The broker creates the coordinator at start-up (``broker.coordinators["transactions"]``).
 """
 
 from __future__ import annotations
@@ -10,14 +10,13 @@ from __future__ import annotations
 import logging
 from typing import Any
 
-from ..txn_coordinator import TransactionCoordinator, TxnError, install
+from ..txn_coordinator import TransactionCoordinator, TxnError
 from ..wire.errors import ErrorCode
 from ..wire.protocol import response_class, supported_versions
 from .registry import RequestContext, handles
 
 log = logging.getLogger(__name__)
 
-install()
 
 ADD_PARTITIONS_TO_TXN_KEY = 24
 ADD_OFFSETS_TO_TXN_KEY = 25
