@@ -7,8 +7,8 @@ Each case writes a compacted partition (1 MiB segments, producer-style batches) 
 cleaning round (`LogCleaner.clean_filthiest`) in this thread, unthrottled unless the case says so.
 Throughput = bytes of the dirty section / wall time of the round (offset map + rewrite + swap), the
 figure Kafka's cleaner logs as "read X MB in Y seconds"; the two phases are also shown apart.
-Disk use counts `.log` + index files of the partition before and after (after the `.deleted`
-files are gone).
+Disk use: the `.log` bytes, and the allocated size of every file of the partition dir (`du`;
+after the cleaning, once the `.deleted` files are gone).
 """
 
 from __future__ import annotations
@@ -43,8 +43,13 @@ class Case:
 
 
 def disk_use(path: Path) -> int:
-    return sum(p.stat().st_size for p in path.iterdir()
-               if p.suffix in (".log", ".index", ".timeindex", ".txnindex"))
+    """Allocated bytes of the partition dir's files (what `du` counts: the active segment's
+    10 MiB index files are sparse until written)."""
+    return sum(p.stat().st_blocks * 512 for p in path.iterdir() if p.is_file())
+
+
+def log_bytes(path: Path) -> int:
+    return sum(p.stat().st_size for p in path.glob("*.log"))
 
 
 def run(case: Case, base: Path) -> dict[str, object]:
@@ -70,6 +75,7 @@ def run(case: Case, base: Path) -> dict[str, object]:
         lg.append_as_leader(batch, 0, T0)
     lg.roll()
     before = disk_use(lg.dir)
+    before_log = log_bytes(lg.dir)
     dirty = lg.size_in_bytes()
     cleaner = LogCleaner(mgr, CleanerConfig(max_io_bytes_per_second=case.rate))
     t0 = time.perf_counter()
@@ -78,11 +84,13 @@ def run(case: Case, base: Path) -> dict[str, object]:
     stats = cleaner.last_stats
     assert stats is not None
     after = disk_use(lg.dir)
+    after_log = log_bytes(lg.dir)
     mgr.shutdown()
     shutil.rmtree(work)
     map_s = stats.map_done_s - stats.start_s
     return {
         "case": case.name, "records": case.records, "keys": case.keys, "before": before, "after": after,
+        "before_log": before_log, "after_log": after_log,
         "mb_s": dirty / 1e6 / elapsed, "elapsed": elapsed, "map_s": map_s, "copy_s": elapsed - map_s,
         "kept": stats.messages_written, "slept": cleaner.cleaner.throttler.slept_s,
         "io_mb_s": (stats.bytes_read + stats.map_bytes_read + stats.bytes_written) / 1e6 / elapsed,
@@ -102,7 +110,7 @@ def main() -> None:
         Case("100 B values, 10 updates/key, 10 % tombstones", n, n // 10, 100, tombstone_share=0.1),
         Case("100 B values, 10 updates/key, lz4 batches of 50", n, n // 10, 100, per_batch=50,
              compression=CompressionType.LZ4),
-        Case("100 B values, 10 updates/key, throttled to 4 MB/s", n // 2, n // 20, 100, rate=4e6),
+        Case("100 B values, 10 updates/key, throttled to 2 MB/s", n // 2, n // 20, 100, rate=2e6),
     ]
     base = Path(tempfile.mkdtemp(prefix="bench-cleaner-", dir=args.dir))
     try:
@@ -113,11 +121,12 @@ def main() -> None:
     print(f"Machine: {platform.platform()}, Python {platform.python_version()}, {os.cpu_count()} CPUs "
           f"({platform.processor() or 'unknown CPU'})\n")
     print(f"Directory: `{base}` (page cache, the cleaner's fsyncs included)\n")
-    print("| case | records | keys | disk before | disk after | records kept | round s | map s | rewrite s "
-          "| dirty MB/s | I/O MB/s (read+map+write) | throttle sleep s |")
-    print("|---|---|---|---|---|---|---|---|---|---|---|---|")
+    print("| case | records | keys | .log before | .log after | du before | du after | records kept | round s "
+          "| map s | rewrite s | dirty MB/s | I/O MB/s (read+map+write) | throttle sleep s |")
+    print("|---|---|---|---|---|---|---|---|---|---|---|---|---|---|")
     for r in rows:
-        print(f"| {r['case']} | {r['records']} | {r['keys']} | {r['before'] / 1e6:.1f} MB | {r['after'] / 1e6:.1f} MB "
+        print(f"| {r['case']} | {r['records']} | {r['keys']} | {r['before_log'] / 1e6:.1f} MB "
+              f"| {r['after_log'] / 1e6:.1f} MB | {r['before'] / 1e6:.1f} MB | {r['after'] / 1e6:.1f} MB "
               f"| {r['kept']} | {r['elapsed']:.2f} | {r['map_s']:.2f} | {r['copy_s']:.2f} | {r['mb_s']:.1f} "
               f"| {r['io_mb_s']:.1f} | {r['slept']:.1f} |")
 

@@ -219,7 +219,21 @@ class LogManager:
         # the checkpoints must not name it any more
         self._checkpoint_dir_recovery(d)
         self._checkpoint_dir_start(d)
+        self._forget_cleaner_offset(d, tp)
         return target
+
+    @staticmethod
+    def _forget_cleaner_offset(d: LogDir, tp: TopicPartition) -> None:
+        """Drop a deleted log from cleaner-offset-checkpoint (Kafka's updateCheckpoints(partitionToRemove))."""
+        if d.cleaner_offsets is None:
+            return
+        try:
+            offsets = d.cleaner_offsets.read()
+        except Exception:  # noqa: BLE001 - unreadable: the cleaner rewrites it on its next update
+            return
+        if tp in offsets:
+            del offsets[tp]
+            d.cleaner_offsets.write(offsets)
 
     def delete_pending_dirs(self, force: bool = False) -> None:
         """Remove `-delete` dirs and `.deleted` segments whose delay has passed (call periodically)."""
