@@ -18,6 +18,7 @@ from typing import TYPE_CHECKING
 
 import trio
 
+from . import loop_monitor
 from .handlers.registry import RequestContext, dispatch
 from .metrics import start_metrics
 from .wire.errors import ProtocolError
@@ -184,6 +185,8 @@ async def run_broker(broker: Broker) -> None:
             async with trio.open_nursery() as nursery:
                 await nursery.start(serve_listeners, broker)
                 nursery.start_soon(broker.run_background_tasks)
+                # ODRADEK_LOOP_MONITOR=<file>: per-second event-loop stall stats (benchmarks)
+                loop_monitor.start_from_env(nursery)
                 log.info("Odradek broker %s started", broker.config.node_id)
                 async for signum in signals:
                     log.info("Received %s, shutting down", signal.Signals(signum).name)

@@ -1,0 +1,151 @@
+"""Event-loop stall monitor: how long each Trio task step holds the (only) event loop.
+
+A Python broker serves every connection from one thread, so a task step that runs for 20 ms
+delays every other connection by 20 ms. This module measures that directly with a Trio
+instrument (``before_task_step`` / ``after_task_step``) and, as a second view, the lateness of a
+watchdog task that asks to wake up every millisecond (what a ready task waits for the loop).
+
+It is off unless the environment variable ``ODRADEK_LOOP_MONITOR`` names a file. Then
+``start_from_env`` installs the instrument and a reporter task that appends one JSON line per
+second to that file::
+
+    {"t": 1763798400.1, "steps": 51234, "max_ms": 1.9, "max_task": "...", "lag_max_ms": 2.3,
+     "hist": {"0": 50100, "1": 1000, ...}}
+
+``hist`` counts task steps by duration in buckets of :data:`BUCKET_MS` (key = bucket index,
+the last bucket also holds everything longer). ``benchmarks/runner.py`` merges the lines of a
+workload's time window into a max and a p99 (:func:`summarize`).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import time
+from collections.abc import Iterable
+from pathlib import Path
+
+import trio
+
+ENV_VAR = "ODRADEK_LOOP_MONITOR"
+#: Width of one histogram bucket (ms); fine enough for a 5 ms stall budget.
+BUCKET_MS = 0.1
+#: Buckets 0..MAX_BUCKET-1 are exact, MAX_BUCKET collects everything >= MAX_BUCKET * BUCKET_MS.
+MAX_BUCKET = 1000
+_WATCHDOG_PERIOD_S = 0.001
+_REPORT_PERIOD_S = 1.0
+
+
+class StepTimer(trio.abc.Instrument):
+    """Times every task step; counts (duration -> bucket) and remembers the longest one."""
+
+    def __init__(self) -> None:
+        self._started = 0.0
+        self.reset()
+
+    def reset(self) -> None:
+        self.hist: dict[int, int] = {}
+        self.steps = 0
+        self.max_s = 0.0
+        self.max_task = ""
+
+    def before_task_step(self, task: trio.lowlevel.Task) -> None:
+        self._started = time.perf_counter()
+
+    def after_task_step(self, task: trio.lowlevel.Task) -> None:
+        elapsed = time.perf_counter() - self._started
+        bucket = int(elapsed * (1000 / BUCKET_MS))
+        if bucket > MAX_BUCKET:
+            bucket = MAX_BUCKET
+        hist = self.hist
+        hist[bucket] = hist.get(bucket, 0) + 1
+        self.steps += 1
+        if elapsed > self.max_s:
+            self.max_s = elapsed
+            self.max_task = task.name
+
+
+async def _watchdog(state: dict[str, float]) -> None:
+    """Sleep 1 ms at a time and record how much later than asked the loop woke us."""
+    while True:
+        asked = time.perf_counter()
+        await trio.sleep(_WATCHDOG_PERIOD_S)
+        lag = time.perf_counter() - asked - _WATCHDOG_PERIOD_S
+        if lag > state["lag_max"]:
+            state["lag_max"] = lag
+
+
+async def _reporter(timer: StepTimer, state: dict[str, float], path: Path) -> None:
+    # Appending a short line once a second is cheap enough to do on the loop itself.
+    with path.open("a", buffering=1) as out:
+        while True:
+            await trio.sleep(_REPORT_PERIOD_S)
+            line = {
+                "t": time.time(),
+                "steps": timer.steps,
+                "max_ms": round(timer.max_s * 1000, 3),
+                "max_task": timer.max_task,
+                "lag_max_ms": round(state["lag_max"] * 1000, 3),
+                "hist": {str(k): v for k, v in sorted(timer.hist.items())},
+            }
+            timer.reset()
+            state["lag_max"] = 0.0
+            out.write(json.dumps(line) + "\n")
+
+
+def start_from_env(nursery: trio.Nursery) -> bool:
+    """Start monitoring in `nursery` when ODRADEK_LOOP_MONITOR is set; True if started."""
+    target = os.environ.get(ENV_VAR)
+    if not target:
+        return False
+    timer = StepTimer()
+    state = {"lag_max": 0.0}
+    trio.lowlevel.add_instrument(timer)
+    nursery.start_soon(_watchdog, state, name="loop_monitor.watchdog")
+    nursery.start_soon(_reporter, timer, state, Path(target), name="loop_monitor.reporter")
+    return True
+
+
+def summarize(lines: Iterable[dict]) -> dict[str, float | str | int]:
+    """Merge report lines: total steps, max step (ms) and its task, p99/p999 step (ms), max lag."""
+    hist: dict[int, int] = {}
+    steps = 0
+    max_ms = 0.0
+    max_task = ""
+    lag = 0.0
+    for line in lines:
+        steps += line["steps"]
+        if line["max_ms"] > max_ms:
+            max_ms, max_task = line["max_ms"], line["max_task"]
+        lag = max(lag, line.get("lag_max_ms", 0.0))
+        for k, v in line["hist"].items():
+            hist[int(k)] = hist.get(int(k), 0) + v
+
+    def pct(q: float) -> float:
+        if not steps:
+            return 0.0
+        rank = q * steps
+        seen = 0
+        for bucket in sorted(hist):
+            seen += hist[bucket]
+            if seen >= rank:
+                return round((bucket + 1) * BUCKET_MS, 3)  # upper edge of the bucket
+        return max_ms
+
+    return {"steps": steps, "max_ms": max_ms, "max_task": max_task, "p99_ms": pct(0.99),
+            "p999_ms": pct(0.999), "lag_max_ms": lag}
+
+
+def read_window(path: Path, start: float, end: float) -> list[dict]:
+    """Report lines whose one-second window overlaps [start, end] (wall-clock seconds)."""
+    if not path.is_file():
+        return []
+    out = []
+    for raw in path.read_text().splitlines():
+        try:
+            line = json.loads(raw)
+        except ValueError:
+            continue
+        if start <= line["t"] and line["t"] - _REPORT_PERIOD_S <= end:
+            out.append(line)
+    return out
