@@ -92,6 +92,11 @@ def make_cases(root: Path) -> None:
     bin_ = [SimpleRecord(value=bytes([0xff, 0xfe, 0x41, 0xc3, 0x28, 0xe2, 0x82, 0x41, 0xf0, 0x9f, 0x98, 0x80, 0xed, 0xa0, 0x80, 0xc0, 0xaf, 0x00, 0x0a, 0xf4, 0x90, 0x80, 0x80, 0xe2, 0x82]), key=b"\xe2\x82", timestamp=5)]
     seg("binary", [build_batch(bin_, base_offset=0), build_batch([SimpleRecord(value=None, key=None, timestamp=6)], base_offset=1)])
     seg("gap", [b1, build_batch(recs(2), base_offset=7)])
+    # several files with gaps and index mismatches: the order of the summary blocks follows the
+    # iteration order of Kafka's Scala hash maps keyed by absolute path
+    for n in range(6):
+        gd, _ = seg(f"gaps-{n}", [b1, build_batch(recs(2), base_offset=5 + n), build_batch(recs(1), base_offset=9 + 2 * n)])
+        (gd / "00000000000000000000.index").write_bytes(struct.pack(">ii", 3 + n, len(b1)))
     seg("empty", [])
     # legacy v0/v1
     inner = legacy(0, 1, b"a", b"x", 10) + legacy(1, 1, None, b"y", 11)
@@ -133,6 +138,12 @@ def make_cases(root: Path) -> None:
     (d5 / "00000000000000000000.timeindex").write_bytes(struct.pack(">qi", 1700000000002, 2))
 
 
+#: Cases whose output depends on the absolute path (the order of summary blocks follows Java
+#: string hashes of the paths): they run under this fixed directory instead of a temporary one.
+FIXED_ROOT_CASES = {"summary-order"}
+FIXED_ROOT = Path("/tmp/odradek-dump-log-fixed-root")
+
+
 def _f(*names: str) -> str:
     return ",".join(f"<dir>/{n}" for n in names)
 
@@ -165,6 +176,11 @@ CASES: list[tuple[str, str, list[str]]] = [
     ("binary-utf8", _f("binary/00000000000000000000.log"), ["--print-data-log"]),
     ("gap-and-binary", _f("gap/00000000000000000000.log", "binary/00000000000000000000.log"), ["--print-data-log"]),
     ("empty-log", _f("empty/00000000000000000000.log"), ["--deep-iteration"]),
+    (
+        "summary-order",
+        _f(*[f"gaps-{n}/00000000000000000000.{s}" for n in range(6) for s in ("log", "index")]),
+        ["--deep-iteration"],
+    ),
     ("legacy-shallow", _f("legacy/00000000000000000000.log"), []),
     ("legacy-print", _f("legacy/00000000000000000000.log"), ["--print-data-log"]),
     ("snapshots", _f(*[f"snap/{i:020d}.snapshot" for i in range(1, 7)]), []),

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import shutil
 import sys
 import tempfile
 from pathlib import Path
@@ -18,7 +19,7 @@ HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE))
 sys.path.insert(0, str(HERE.parent.parent / "compat-tests"))
 
-from corrupt_cases import CASES, make_cases  # noqa: E402
+from corrupt_cases import CASES, FIXED_ROOT, FIXED_ROOT_CASES, make_cases  # noqa: E402
 from kafka_oracle import run_java_tool  # noqa: E402
 
 OUT = HERE / "data" / "kafka39_corrupt_expectations.json"
@@ -86,6 +87,10 @@ def main() -> int:
     for case_id, files, flags in CASES:
         with tempfile.TemporaryDirectory() as tmp:
             root = Path(tmp)
+            if case_id in FIXED_ROOT_CASES:
+                shutil.rmtree(FIXED_ROOT, ignore_errors=True)
+                FIXED_ROOT.mkdir()
+                root = FIXED_ROOT
             make_cases(root)
             argv = ["--files", files.replace("<dir>", str(root)), *[f.replace("<dir>", str(root)) for f in flags]]
             proc = run_java_tool("kafka.tools.DumpLogSegments", argv, version=args.version)
@@ -95,6 +100,8 @@ def main() -> int:
                 "stderr": [ln.replace(str(root), "<dir>") for ln in err],
                 "returncode": proc.returncode,
             }
+            if root == FIXED_ROOT:
+                shutil.rmtree(FIXED_ROOT)
     OUT.write_text(json.dumps(result, indent=1, ensure_ascii=False) + "\n")
     print(f"wrote {OUT} ({len(CASES)} cases)")
     record_real_extra(args.version)

@@ -10,10 +10,11 @@ frames are not reproduced and were left out of the recording) and exits 1.
 from __future__ import annotations
 
 import json
+import shutil
 from pathlib import Path
 
 import pytest
-from corrupt_cases import CASES, make_cases
+from corrupt_cases import CASES, FIXED_ROOT, FIXED_ROOT_CASES, make_cases
 from dumplog_util import assert_same_lines, run_dump
 
 EXPECTED = json.loads((Path(__file__).parent / "data" / "kafka39_corrupt_expectations.json").read_text())["cases"]
@@ -33,6 +34,18 @@ def test_every_case_was_recorded() -> None:
 
 @pytest.mark.parametrize(("case_id", "files", "flags"), CASES, ids=[c[0] for c in CASES])
 def test_like_kafka(case_id: str, files: str, flags: list[str], tmp_path: Path) -> None:
+    if case_id in FIXED_ROOT_CASES:
+        shutil.rmtree(FIXED_ROOT, ignore_errors=True)
+        FIXED_ROOT.mkdir()
+        tmp_path = FIXED_ROOT
+    try:
+        _check_case(case_id, files, flags, tmp_path)
+    finally:
+        if tmp_path == FIXED_ROOT:
+            shutil.rmtree(FIXED_ROOT, ignore_errors=True)
+
+
+def _check_case(case_id: str, files: str, flags: list[str], tmp_path: Path) -> None:
     make_cases(tmp_path)
     root = str(tmp_path)
     argv = ["--files", files.replace("<dir>", root), *[f.replace("<dir>", root) for f in flags]]
