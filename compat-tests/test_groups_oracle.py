@@ -355,3 +355,101 @@ def test_static_membership_and_consumer_protocol_match_kafka(kafka_broker_factor
     odradek = odradek_broker_factory(overrides={"group.initial.rebalance.delay.ms": "0",
                                                 "offsets.topic.num.partitions": "3"})
     _compare(expected, scenario_static_and_consumer(odradek.bootstrap))
+
+
+def scenario_rebalance(bootstrap: str) -> list[tuple[str, Any]]:
+    """Two members: a join that triggers a rebalance, heartbeats during it, commits in each state,
+    DescribeGroups while rebalancing, leave and the rebalance after it."""
+    import threading
+
+    from kafka import KafkaAdminClient
+    from kafka.admin import NewTopic
+
+    admin = KafkaAdminClient(bootstrap_servers=bootstrap)
+    admin.create_topics([NewTopic("rt", 2, 1)])
+    admin.close()
+    a, b = RawClient(bootstrap), RawClient(bootstrap)
+    out: list[tuple[str, Any]] = []
+    Join, Sync, Leave, Commit = (request_class(k) for k in (JOIN, SYNC, LEAVE, COMMIT))
+    deadline = time.monotonic() + 60
+    while a.call(FIND, 4, key_type=0, coordinator_keys=["rg"]).coordinators[0].error_code in RETRIABLE:
+        assert time.monotonic() < deadline
+        time.sleep(0.2)
+    protocols = [Join.JoinGroupRequestProtocol(name="range", metadata=_subscription("rt"))]
+    join = dict(group_id="rg", session_timeout_ms=10000, rebalance_timeout_ms=10000, member_id="",
+                protocol_type="consumer", protocols=protocols)
+
+    def join_as(client: RawClient, member_id: str) -> Any:
+        while True:
+            r = client.call(JOIN, 9, **{**join, "member_id": member_id})
+            if r.error_code not in RETRIABLE:
+                return r
+            assert time.monotonic() < deadline
+            time.sleep(0.2)
+
+    def sync(client: RawClient, member_id: str, generation: int, assignments: dict[str, bytes]) -> Any:
+        return client.call(SYNC, 5, group_id="rg", generation_id=generation, member_id=member_id,
+                           protocol_type="consumer", protocol_name="range", assignments=[
+                               Sync.SyncGroupRequestAssignment(member_id=m, assignment=x) for m, x in assignments.items()])
+
+    def beat(client: RawClient, member_id: str, generation: int) -> int:
+        return client.call(HEARTBEAT, 4, group_id="rg", generation_id=generation, member_id=member_id).error_code
+
+    def commit(client: RawClient, member_id: str, generation: int) -> int:
+        r = client.call(COMMIT, 9, group_id="rg", generation_id_or_member_epoch=generation, member_id=member_id,
+                        topics=[Commit.OffsetCommitRequestTopic(name="rt", partitions=[
+                            Commit.OffsetCommitRequestPartition(partition_index=0, committed_offset=3)])])
+        return r.topics[0].partitions[0].error_code
+
+    def describe() -> Any:
+        g = a.call(DESCRIBE, 5, groups=["rg"]).groups[0]
+        return (g.group_state, g.protocol_data, sorted((len(m.member_metadata), len(m.member_assignment))
+                                                       for m in g.members))
+
+    a_id = join_as(a, join_as(a, "").member_id).member_id
+    out.append(("a sync", sync(a, a_id, 1, {a_id: b"A1"}).assignment))
+    b_first = join_as(b, "")
+    out.append(("b first join", b_first.error_code))
+    results: dict[str, Any] = {}
+    t = threading.Thread(target=lambda: results.__setitem__("b", join_as(b, b_first.member_id)))
+    t.start()
+    time.sleep(1.0)  # B's JoinGroup is parked: the group waits for A
+    out.append(("describe preparing", describe()))
+    out.append(("a heartbeat during rebalance", beat(a, a_id, 1)))
+    out.append(("a commit during rebalance", commit(a, a_id, 1)))
+    ra = join_as(a, a_id)
+    t.join(30)
+    rb = results["b"]
+    out.append(("rejoin", (ra.generation_id, rb.generation_id, ra.leader == a_id, rb.leader == a_id,
+                           len(ra.members), len(rb.members), ra.protocol_name)))
+    out.append(("describe completing", describe()))
+    out.append(("b heartbeat while completing", beat(b, rb.member_id, 2)))
+    out.append(("b commit while completing", commit(b, rb.member_id, 2)))
+    t = threading.Thread(target=lambda: results.__setitem__("bsync", sync(b, rb.member_id, 2, {})))
+    t.start()
+    time.sleep(0.5)
+    out.append(("leader sync", sync(a, a_id, 2, {a_id: b"A2", rb.member_id: b"B2"}).assignment))
+    t.join(30)
+    out.append(("follower sync", (results["bsync"].error_code, results["bsync"].assignment)))
+    out.append(("describe stable", describe()))
+    out.append(("old generation commit", commit(a, a_id, 1)))
+    leave = b.call(LEAVE, 5, group_id="rg", members=[Leave.MemberIdentity(member_id=rb.member_id)])
+    out.append(("b leaves", [m.error_code for m in leave.members]))
+    out.append(("a heartbeat after leave", beat(a, a_id, 2)))
+    ra = join_as(a, a_id)
+    out.append(("a rejoin alone", (ra.error_code, ra.generation_id, len(ra.members))))
+    out.append(("sync after", sync(a, a_id, 3, {a_id: b"A3"}).assignment))
+    a.close()
+    b.close()
+    return out
+
+
+def test_rebalance_matches_kafka(kafka_broker_factory, odradek_broker_factory):
+    kafka = kafka_broker_factory(overrides={"offsets.topic.num.partitions": "3"})
+    expected = scenario_rebalance(kafka.bootstrap)
+    odradek = odradek_broker_factory(overrides={"group.initial.rebalance.delay.ms": "0",
+                                                "offsets.topic.num.partitions": "3"})
+    _compare(expected, scenario_rebalance(odradek.bootstrap))
+    kafka.stop()
+    odradek.stop()
+    assert _offsets_log_shape(odradek.log_dirs[0]) == _offsets_log_shape(kafka.log_dirs[0])

@@ -471,8 +471,9 @@ def _describe(coordinator: GroupCoordinator | None, group_id: str, version: int,
         DescribeGroupsResponse.DescribedGroupMember(
             member_id=m.member_id, group_instance_id=m.group_instance_id, client_id=m.client_id,
             client_host=m.client_host,
+            # outside Stable Kafka leaves the metadata out but still shows the current assignment
             member_metadata=describe_metadata(m, group.protocol_name) if stable else b"",
-            member_assignment=m.assignment if stable else b"",
+            member_assignment=m.assignment,
         )
         for m in group.members.values()
     ]
