@@ -208,3 +208,78 @@ def test_delete_records_moves_the_start_and_retention_removes_files(broker) -> N
     with pytest.raises(Exception) as info:
         admin.delete_records([ctp])[ctp].result(30)
     assert "POLICY_VIOLATION" in str(info.value) or "policy" in str(info.value).lower()
+
+
+def test_retention_files_match_kafka_391(kafka_broker_factory, odradek_broker_factory) -> None:
+    """Live oracle: the same batches (half of them an hour old) into Kafka 3.9.1 and Odradek; after
+    the retention checks the partition dirs and checkpoints are the same (old segments gone, an
+    expired active segment rolled and deleted, snapshots, log start offsets)."""
+    from kafka.admin import KafkaAdminClient, NewTopic
+    from test_oracle_logdir import send_all
+
+    from odradek.wire.records import SimpleRecord, build_batch
+
+    overrides = {"num.partitions": "1", "auto.create.topics.enable": "false",
+                 "log.retention.check.interval.ms": "500", "log.segment.delete.delay.ms": "200",
+                 # Kafka waits 30 s before its first retention check unless told otherwise
+                 "log.initial.task.delay.ms": "500"}
+    kafka = kafka_broker_factory(version="3.9.1", overrides=overrides)
+    odradek = odradek_broker_factory(overrides=overrides)
+    now = int(time.time() * 1000)
+    topics = {"ret-half": {"retention.ms": "1800000"}, "ret-all": {"retention.ms": "1800000"},
+              "ret-bytes": {"retention.bytes": "5000", "retention.ms": "1800000"}}
+    batches = []
+    for i in range(60):
+        old = now - 3_600_000 + i
+        recent = now + i
+        recs = [SimpleRecord(b"v%d-%d" % (i, j) * 20, b"k%d" % j, (), old) for j in range(3)]
+        batches.append(("ret-half", 0, build_batch(recs if i < 30 else [r._replace(timestamp=recent) for r in recs])))
+        batches.append(("ret-all", 0, build_batch(recs)))
+        batches.append(("ret-bytes", 0, build_batch([r._replace(timestamp=recent) for r in recs])))
+    for b in (kafka, odradek):
+        admin = KafkaAdminClient(bootstrap_servers=b.bootstrap)
+        admin.create_topics([NewTopic(t, 1, 1, topic_configs={"segment.bytes": "3000", "retention.ms": "-1"})
+                             for t in topics])
+        admin.close()
+    assert send_all(kafka, batches) == send_all(odradek, batches)
+    # retention is switched on once every batch is in: a check during the produce could delete a
+    # whole (all old) log and roll at whatever offset it had reached, a timing-dependent layout
+    for b in (kafka, odradek):
+        admin = CKAdmin({"bootstrap.servers": b.bootstrap})
+        resources = [ConfigResource(ConfigResource.Type.TOPIC, t, incremental_configs=[
+            ConfigEntry(k, v, incremental_operation=AlterConfigOpType.SET) for k, v in c.items()])
+            for t, c in topics.items()]
+        for fut in admin.incremental_alter_configs(resources).values():
+            fut.result(30)
+
+    def settled(b) -> bool:
+        for t in topics:
+            names = _segment_files(b.log_dirs[0], t)
+            if any(n.endswith(".deleted") for n in names) or names[0].startswith("00000000000000000000"):
+                return False
+        return True
+
+    for b in (kafka, odradek):
+        _wait(lambda b=b: settled(b), 60)
+    time.sleep(2)  # more checks: nothing else may go
+    for b in (kafka, odradek):
+        _wait(lambda b=b: settled(b), 60)
+        assert b.stop() in (0, 143)
+
+    def files(b) -> dict[str, bytes]:
+        out = {}
+        for t in topics:
+            d = b.log_dirs[0] / f"{t}-0"
+            for f in sorted(d.iterdir()):
+                if f.name != "partition.metadata":
+                    out[f"{t}/{f.name}"] = f.read_bytes()
+        for name in ("log-start-offset-checkpoint", "recovery-point-offset-checkpoint"):
+            lines = (b.log_dirs[0] / name).read_text().splitlines()
+            out[name] = "\n".join(sorted(line for line in lines if line.startswith("ret-"))).encode()
+        return out
+
+    theirs, ours = files(kafka), files(odradek)
+    assert sorted(ours) == sorted(theirs)
+    assert [n for n in theirs if theirs[n] != ours[n]] == []
+    # and what retention did: ret-all is one empty segment at its end offset
+    assert [n for n in ours if n.startswith("ret-all/") and n.endswith(".log")] == ["ret-all/00000000000000000180.log"]
