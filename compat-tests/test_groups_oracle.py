@@ -453,3 +453,65 @@ def test_rebalance_matches_kafka(kafka_broker_factory, odradek_broker_factory):
     kafka.stop()
     odradek.stop()
     assert _offsets_log_shape(odradek.log_dirs[0]) == _offsets_log_shape(kafka.log_dirs[0])
+
+
+def scenario_consumer_reconciliation(bootstrap: str) -> list[tuple[str, Any]]:
+    """KIP-848 with two members and the range assignor: epochs, revocation before reassignment,
+    unreleased partitions, the answers' assignments, a leave."""
+    from kafka import KafkaAdminClient
+    from kafka.admin import NewTopic
+
+    admin = KafkaAdminClient(bootstrap_servers=bootstrap)
+    admin.create_topics([NewTopic("ct", 4, 1)])
+    admin.close()
+    c = RawClient(bootstrap)
+    Hb = request_class(68)
+    deadline = time.monotonic() + 60
+    while c.call(FIND, 4, key_type=0, coordinator_keys=["rc"]).coordinators[0].error_code in RETRIABLE:
+        assert time.monotonic() < deadline
+        time.sleep(0.2)
+    topic_id = c.call(3, 12, topics=[request_class(3).MetadataRequestTopic(name="ct")]).topics[0].topic_id
+    out: list[tuple[str, Any]] = []
+
+    def hb(member: str, epoch: int, owned: list[int] | None = None, first: bool = False) -> Any:
+        args: dict[str, Any] = dict(group_id="rc", member_id=member, member_epoch=epoch,
+                                    rebalance_timeout_ms=30000 if first else -1)
+        if first:
+            args.update(subscribed_topic_names=["ct"], server_assignor="range", topic_partitions=[])
+        elif owned is not None:
+            args.update(topic_partitions=[Hb.TopicPartitions(topic_id=topic_id, partitions=owned)] if owned else [])
+        while True:
+            r = c.call(68, 1, **args)
+            if r.error_code not in RETRIABLE:
+                break
+            assert time.monotonic() < deadline
+            time.sleep(0.2)
+        assignment = None if r.assignment is None else sorted(
+            p for tp in r.assignment.topic_partitions for p in tp.partitions)
+        return (r.error_code, r.member_epoch, assignment)
+
+    out.append(("m1 joins", hb("m1", 0, first=True)))
+    out.append(("m1 heartbeat", hb("m1", 1, owned=[0, 1, 2, 3])))
+    out.append(("m2 joins", hb("m2", 0, first=True)))
+    out.append(("m1 must revoke", hb("m1", 1, owned=[0, 1, 2, 3])))
+    out.append(("m2 waits for unreleased partitions", hb("m2", 2, owned=[])))
+    out.append(("m1 revoked", hb("m1", 1, owned=[0, 1])))
+    out.append(("m2 gets the released partitions", hb("m2", 2, owned=[])))
+    out.append(("m2 steady", hb("m2", 2, owned=[2, 3])))
+    d = c.call(69, 1, group_ids=["rc"]).groups[0]
+    out.append(("describe", (d.group_state, d.group_epoch, d.assignment_epoch, d.assignor_name,
+                             sorted((m.member_id, m.member_epoch, sorted(p for tp in m.assignment.topic_partitions
+                                                                        for p in tp.partitions))
+                                    for m in d.members))))
+    out.append(("m1 leaves", hb("m1", -1)))
+    out.append(("m2 takes everything", hb("m2", 2, owned=[2, 3])))
+    out.append(("m2 steady again", hb("m2", 3, owned=[0, 1, 2, 3])))
+    c.close()
+    return out
+
+
+def test_consumer_group_reconciliation_matches_kafka(kafka_broker_factory, odradek_broker_factory):
+    kafka = kafka_broker_factory(overrides={"offsets.topic.num.partitions": "3"})
+    expected = scenario_consumer_reconciliation(kafka.bootstrap)
+    odradek = odradek_broker_factory(overrides={"offsets.topic.num.partitions": "3"})
+    _compare(expected, scenario_consumer_reconciliation(odradek.bootstrap))
