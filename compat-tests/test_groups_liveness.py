@@ -112,3 +112,16 @@ def test_consumer_protocol_group_survives_a_broker_restart(odradek_broker_factor
         assert [m.client_id for m in described.members] == ["kip848-r"]
     finally:
         member.stop()
+
+
+def test_consumer_protocol_regex_subscription_follows_new_topics(odradek_broker_factory):
+    broker = odradek_broker_factory(overrides={**GROUP_BROKER_OVERRIDES, "group.consumer.heartbeat.interval.ms": "500"})
+    produce(broker.bootstrap, "rx-a", [b"a"] * 6)
+    member = ConfluentConsumer("rx", broker.bootstrap, "rx-group", "^rx-.*", None, protocol="consumer")
+    try:
+        member.start()
+        wait_for(lambda: len(member.records) == 6, 30, "the records of the matching topic")
+        produce(broker.bootstrap, "rx-b", [b"b"] * 6)  # a new matching topic joins the subscription
+        wait_for(lambda: len(member.records) == 12, 30, "the records of the new matching topic")
+    finally:
+        member.stop()

@@ -11,6 +11,7 @@ the new epoch and receive new partitions — and only partitions nobody else sti
 from __future__ import annotations
 
 import logging
+import re
 import uuid
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -102,6 +103,8 @@ class ConsumerGroup:
         self.subscribed_partitions: dict[str, int] = {}
         # What __consumer_offsets holds for this group: record key -> value bytes.
         self.persisted: dict[bytes, bytes] = {}
+        # Lists the cluster's topics, for regular-expression subscriptions (set by the coordinator).
+        self.list_topics: Callable[[], list[str]] = list
 
     # ---------------------------------------------------------------- queries
 
@@ -119,8 +122,20 @@ class ConsumerGroup:
                 return "Reconciling"
         return "Stable"
 
+    def member_topics(self, member: ConsumerMember) -> set[str]:
+        """The topics a member subscribes to: its names plus what its regular expression matches
+        (full match, internal topics excluded, like Kafka's regex resolution)."""
+        topics = set(member.subscribed_topic_names)
+        if member.subscribed_topic_regex:
+            try:
+                pattern = re.compile(member.subscribed_topic_regex)
+            except re.error:
+                return topics
+            topics.update(t for t in self.list_topics() if not t.startswith("__") and pattern.fullmatch(t))
+        return topics
+
     def subscribed_topic_names(self) -> set[str]:
-        return {t for m in self.members.values() for t in m.subscribed_topic_names}
+        return {t for m in self.members.values() for t in self.member_topics(m)}
 
     # ---------------------------------------------------------------- validation for offsets
 
@@ -236,7 +251,7 @@ class ConsumerGroup:
         self.assignor_name = sorted(names)[0] if names else DEFAULT_ASSIGNOR
         assignor = ASSIGNORS[self.assignor_name]
         self.subscribed_partitions = self.partition_counts(topic_partitions)
-        subs = {m.member_id: set(m.subscribed_topic_names) for m in self.members.values()}
+        subs = {m.member_id: self.member_topics(m) for m in self.members.values()}
         self.target = assignor(subs, self.subscribed_partitions, self.target)
         self.assignment_epoch = self.group_epoch
         log.info("Computed the target assignment of consumer group %s for epoch %d with the %s assignor",

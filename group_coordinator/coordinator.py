@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import logging
 import os
+import re
 import time
 import uuid
 from dataclasses import dataclass
@@ -308,6 +309,7 @@ class GroupCoordinator:
                 continue  # the group was deleted (its epoch record is a tombstone)
             group = consumer_records.group_from_records(group_id, found, self._topic_name, now + session_s)
             group.persisted = consumer_bytes.get(group_id, {})
+            group.list_topics = self.topic_names
             # Kafka keeps a hash of the subscribed topics' metadata to notice changes made while it
             # was down; this coordinator takes the topics as they are now.
             group.subscribed_partitions = group.partition_counts(self.topic_partition_count)
@@ -1095,6 +1097,12 @@ class GroupCoordinator:
             return  # logged by _append; the next change writes the full difference again
         group.persisted = desired
 
+    def topic_names(self) -> list[str]:
+        """Names of every topic of the cluster."""
+        if self.broker is None or self.broker.metadata is None:
+            return []
+        return list(self.broker.metadata.topics)
+
     def topic_partition_count(self, topic: str) -> int | None:
         """Partitions of a topic, None if it does not exist."""
         if self.broker is None or self.broker.metadata is None:
@@ -1129,6 +1137,7 @@ class GroupCoordinator:
                 if member_epoch != 0:
                     raise GroupError(ErrorCode.GROUP_ID_NOT_FOUND, f"Consumer group {group_id} not found.")
                 group = ConsumerGroup(group_id)
+                group.list_topics = self.topic_names
                 self.groups[group_id] = group
             try:
                 return group.heartbeat(
@@ -1235,6 +1244,12 @@ def _validate_consumer_heartbeat(api_version: int, group_id: str, member_id: str
         raise invalid("InstanceId can't be null.")
     elif member_epoch < -2:
         raise invalid(f"MemberEpoch is {member_epoch}, but must be greater than or equal to -2.")
+    if subscribed_topic_regex:
+        try:
+            re.compile(subscribed_topic_regex)
+        except re.error as exc:
+            raise GroupError(ErrorCode.INVALID_REGULAR_EXPRESSION,
+                             f"SubscribedTopicRegex `{subscribed_topic_regex}` is not a valid regular expression: {exc}.") from None
     if server_assignor is not None and server_assignor not in ASSIGNORS:
         raise GroupError(ErrorCode.UNSUPPORTED_ASSIGNOR, f"ServerAssignor {server_assignor} is not supported.")
 

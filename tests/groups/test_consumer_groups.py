@@ -155,3 +155,29 @@ def test_consumer_group_state_is_written_and_reloaded(tmp_path):
 
     run_with_coordinator(again.restarted(), gone)
     assert rec.CONSUMER_GROUP_METADATA_KEY_VERSION == 3
+
+
+def test_regex_subscription_matches_topics_and_picks_up_new_ones(tmp_path):
+    from groups_testutil import FakeBroker
+
+    broker = FakeBroker(tmp_path)
+    broker.metadata.create_topic("orders-eu", 2, {})
+    broker.metadata.create_topic("payments", 2, {})
+
+    def beat(c, epoch, regex=None, owned=None):
+        return c.consumer_group_heartbeat(
+            group_id="rx", api_version=1, member_id="m", member_epoch=epoch, instance_id=None, rack_id=None,
+            rebalance_timeout_ms=5000 if epoch == 0 else -1, subscribed_topic_names=None,
+            subscribed_topic_regex=regex, server_assignor=None, owned=owned, client_id="c", client_host="/h")
+
+    async def scenario(c):
+        assert beat(c, 0, regex="orders-(").error == E.INVALID_REGULAR_EXPRESSION
+        first = beat(c, 0, regex="orders-.*")
+        assert first.error == E.NONE and first.assignment == {"orders-eu": {0, 1}}
+        broker.metadata.create_topic("orders-us", 1, {})
+        again = beat(c, first.member_epoch, owned={"orders-eu": {0, 1}})
+        assert again.member_epoch == first.member_epoch + 1
+        assert again.assignment == {"orders-eu": {0, 1}, "orders-us": {0}}
+        assert c.groups["rx"].subscribed_topic_names() == {"orders-eu", "orders-us"}
+
+    run_with_coordinator(broker, scenario)
