@@ -167,6 +167,20 @@ def _await_source_offsets(queries: dict, ends: dict[int, int], timeout: float = 
             time.sleep(0.5)
 
 
+def _close_cached_producers(spark) -> None:
+    """Close the Kafka sink's cached producers while the broker is still up (best effort).
+
+    Spark keeps a sink's producer for 10 idle minutes; left open, it would log a failed
+    reconnect to the stopped broker every second for the rest of the pytest session. The pool is
+    internal to the connector (a Scala object), hence the reflection-like access and no failure.
+    """
+    try:
+        pool_module = getattr(spark.sparkContext._jvm.org.apache.spark.sql.kafka010.producer, "InternalKafkaProducerPool$")
+        getattr(pool_module, "MODULE$").reset()
+    except Exception as exc:  # noqa: BLE001 - only log noise is at stake
+        print(f"could not close Spark's cached Kafka producers: {exc}")
+
+
 @pytest.fixture(scope="module")
 def pipeline_run(spark, tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict]:
     """Run the streaming job over phase 1, a broker restart and phase 2 (see the module docstring)."""
@@ -223,6 +237,7 @@ def pipeline_run(spark, tmp_path_factory: pytest.TempPathFactory) -> Iterator[di
     finally:
         for q in queries.values():
             q.stop()
+        _close_cached_producers(spark)
         try:
             broker.stop()
         finally:
@@ -270,6 +285,7 @@ def test_kafka_sink_used_an_idempotent_producer(pipeline_run: dict) -> None:
     """
     log_dir = pipeline_run["broker"].log_dirs[0]
     total = 0
+    producers: set[tuple[int, int]] = set()
     for p in range(PARTITIONS):
         batches = _batch_headers(log_dir / f"{OUTPUT}-{p}")
         next_seq: dict[tuple[int, int], int] = {}
@@ -279,7 +295,11 @@ def test_kafka_sink_used_an_idempotent_producer(pipeline_run: dict) -> None:
             assert base_seq == expected, f"{OUTPUT}-{p}@{base_offset}: sequence {base_seq}, expected {expected}"
             next_seq[(pid, epoch)] = base_seq + count
             total += count
+        producers.update(next_seq)
     assert total == len(pipeline_run["want"])
+    # One producer id and epoch before and after the restart: had Odradek forgotten the producer's
+    # state, the client would have hit UNKNOWN_PRODUCER_ID/OUT_OF_ORDER_SEQUENCE and bumped its epoch.
+    assert len(producers) == 1, producers
 
 
 def test_batch_backfill_by_offsets(pipeline_run: dict, spark) -> None:
