@@ -57,3 +57,5 @@ def run_with_client(args: argparse.Namespace, body: Callable[[KafkaClient], int]
     except ValueError as exc:
         print(f"Error: {exc}", file=sys.stderr)
         return 1
+    except KeyboardInterrupt:
+        return 130  # the shell's code for SIGINT; no traceback for a Ctrl-C

@@ -120,7 +120,9 @@ def consume(client: KafkaClient, args: argparse.Namespace, out: TextIO) -> int:
     count = 0
     last_message = time.monotonic()
     last_commit = time.monotonic()
-    committed = dict(positions)
+    # Nothing counts as committed yet: the first commit writes every assigned position, so a
+    # partition without records shows offset 0 in kafka-consumer-groups (Kafka's auto-commit).
+    committed: dict[int, int] = {}
     try:
         while args.max_messages is None or count < args.max_messages:
             if args.timeout_ms is not None and (time.monotonic() - last_message) * 1000 >= args.timeout_ms:
@@ -129,7 +131,7 @@ def consume(client: KafkaClient, args: argparse.Namespace, out: TextIO) -> int:
                 if member.heartbeat_due() and not member.heartbeat():
                     _commit(member, topic, positions, committed)
                     positions = _group_positions(client, topic, member, args)
-                    committed = dict(positions)
+                    committed = {}
                 if time.monotonic() - last_commit > AUTO_COMMIT_INTERVAL_S:
                     _commit(member, topic, positions, committed)
                     last_commit = time.monotonic()
@@ -148,7 +150,9 @@ def consume(client: KafkaClient, args: argparse.Namespace, out: TextIO) -> int:
                     break
             out.flush()
     except KeyboardInterrupt:
-        pass
+        # Ctrl-C may land mid-response: drop the connections so the final commit and
+        # LeaveGroup start on fresh ones instead of reading a half-read answer.
+        client.close()
     finally:
         if member is not None:
             _commit(member, topic, positions, committed)
