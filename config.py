@@ -112,7 +112,35 @@ BROKER_CONFIGS: dict[str, ConfigKey] = _keys(
     _k("socket.request.max.bytes", _long, 104857600, "Largest request frame the broker reads."),
     _k("connections.max.idle.ms", _long, 600000, "Idle connections are closed after this long."),
     _k("max.connections.per.ip", _long, INT_MAX, "Maximum connections from one address."),
-    _k("queued.max.requests", _long, 500, "Requests buffered per connection before reading pauses."),
+    _k("queued.max.requests", _long, 500,
+       "Requests being handled at once across the broker (each connection has at most one; docs/reliability.md)."),
+    _k("max.connections", _long, INT_MAX,
+       "Connections the broker holds at once; at the limit the acceptor waits for one to close."),
+    _k("max.connections.per.ip.overrides", _list, None, "Per-address limits, host:count,host:count."),
+    # security (docs/security.md); every ssl.* and sasl.* key may also be given per listener as
+    # listener.name.<listener lower case>.<key> (mechanism-specific SASL keys with the mechanism too)
+    _k("ssl.keystore.type", _str, "JKS", "Key store format: PEM or PKCS12 (JKS is not readable here)."),
+    _k("ssl.keystore.location", _str, None, "Key store file (PEM: certificate chain and private key)."),
+    _k("ssl.keystore.password", _str, None, "Key store password (PKCS12)."),
+    _k("ssl.key.password", _str, None, "Password of the private key."),
+    _k("ssl.keystore.certificate.chain", _str, None, "PEM certificate chain given inline (ssl.keystore.type=PEM)."),
+    _k("ssl.keystore.key", _str, None, "PEM private key given inline (ssl.keystore.type=PEM)."),
+    _k("ssl.truststore.type", _str, "JKS", "Trust store format: PEM or PKCS12."),
+    _k("ssl.truststore.location", _str, None, "Trust store file (CA certificates for client authentication)."),
+    _k("ssl.truststore.password", _str, None, "Trust store password (PKCS12)."),
+    _k("ssl.truststore.certificates", _str, None, "PEM CA certificates given inline."),
+    _k("ssl.client.auth", _str, "none", "none, requested or required: whether clients present certificates."),
+    _k("ssl.enabled.protocols", _list, ["TLSv1.2", "TLSv1.3"], "TLS versions accepted."),
+    _k("ssl.cipher.suites", _list, None, "Cipher suites (OpenSSL names); default: OpenSSL's."),
+    _k("sasl.enabled.mechanisms", _list, ["GSSAPI"], "SASL mechanisms offered (PLAIN, SCRAM-SHA-256, SCRAM-SHA-512)."),
+    _k("sasl.jaas.config", _str, None, "JAAS login config; PLAIN users as user_<name>=\"<password>\"."),
+    _k("sasl.mechanism.inter.broker.protocol", _str, "GSSAPI", "Accepted for compatibility (single node)."),
+    _k("security.inter.broker.protocol", _str, "PLAINTEXT", "Accepted for compatibility (single node)."),
+    _k("odradek.sasl.scram.credentials", _str, None,
+       "SCRAM users, kafka-storage --add-scram syntax: SCRAM-SHA-256=[name=alice,password=secret];..."),
+    _k("authorizer.class.name", _str, "", "org.apache.kafka.metadata.authorizer.StandardAuthorizer enables ACLs."),
+    _k("super.users", _str, "", "Principals allowed everything, separated by ';' (User:admin;User:ops)."),
+    _k("allow.everyone.if.no.acl.found", _bool, False, "Allow access to resources that have no ACL at all."),
     _k("offsets.topic.num.partitions", _long, 50, "Partitions of __consumer_offsets."),
     _k("offsets.topic.replication.factor", _long, 1, "Accepted for compatibility."),
     _k("offsets.topic.segment.bytes", _long, 104857600, "segment.bytes of __consumer_offsets."),
@@ -184,7 +212,9 @@ class BrokerConfig:
         for key, text in self.raw.items():
             spec = BROKER_CONFIGS.get(key)
             if spec is None:
-                self.unknown.append(key)
+                # per-listener security keys (listener.name.<l>.ssl.*, ...) are read by odradek.security
+                if not key.startswith("listener.name."):
+                    self.unknown.append(key)
                 continue
             try:
                 self.values[key] = spec.parse(text)

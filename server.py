@@ -4,16 +4,32 @@ Kafka handles the requests of one connection one at a time (its socket server mu
 channel until the response is sent), so clients that pipeline several requests get their
 answers in order. Odradek does the same: each connection task reads frames, hands each to
 its handler and writes the response before taking the next frame. Record bytes of fetch
-responses go from the segment files to the socket with ``os.sendfile``.
+responses go from the segment files to the socket with ``os.sendfile`` (plaintext listeners;
+TLS listeners read the slice and encrypt it).
+
+Limits (Kafka's names, docs/reliability.md):
+
+* ``socket.request.max.bytes`` -- a larger size prefix closes the connection before the body is read;
+* ``max.connections`` -- broker-wide; at the limit the acceptor stops accepting (new clients wait
+  in the listen backlog) until a connection closes, as Kafka's acceptor does;
+* ``max.connections.per.ip`` / ``max.connections.per.ip.overrides`` -- a connection over its
+  address's limit is accepted and closed at once, with Kafka's log line;
+* ``queued.max.requests`` -- Kafka's bound on requests read but not yet handled. A connection here
+  reads its next request only after answering the previous one (TCP backpressure does the rest),
+  so this bounds the requests being handled at once across the broker.
+
+Security (SSL, SASL_PLAINTEXT, SASL_SSL per ``listener.security.protocol.map``) lives in
+``odradek.security``; this module wraps the stream and runs the SASL exchange before any other
+request, like Kafka's SaslServerAuthenticator.
 """
 
 from __future__ import annotations
 
 import errno
-import functools
 import logging
 import os
 import signal
+import socket as stdlib_socket
 from typing import TYPE_CHECKING
 
 import trio
@@ -21,8 +37,10 @@ import trio
 from . import loop_monitor
 from .handlers.registry import RequestContext, dispatch
 from .metrics import start_metrics
+from .security import Session, listener_security_protocol
 from .wire.errors import ProtocolError
 from .wire.frames import FrameSplitter
+from .wire.protocol import decode_request_header
 from .wire.records import FileSlice
 
 if TYPE_CHECKING:
@@ -33,24 +51,94 @@ log = logging.getLogger(__name__)
 # Small writes are joined into one send; bigger ones are sent as they are.
 _COALESCE_LIMIT = 64 * 1024
 _RECEIVE_SIZE = 256 * 1024
+# Reads between frames (headers, small requests) go through a reused buffer of this size.
+_SMALL_RECEIVE_SIZE = 64 * 1024
 
 
 class ConnectionClosed(Exception):
     """The connection must be closed (already logged)."""
 
 
+# APIs a SASL client may send before it is authenticated (Kafka's SaslServerAuthenticator).
+_PRE_AUTH_APIS = frozenset({18, 17, 36})  # ApiVersions, SaslHandshake, SaslAuthenticate
+# accept() errors that mean "out of resources for now": keep serving the open connections
+_ACCEPT_RESOURCE_ERRORS = frozenset({errno.EMFILE, errno.ENFILE, errno.ENOBUFS, errno.ENOMEM})
+_TLS_HANDSHAKE_TIMEOUT_S = 30.0
+_TLS_READ_CHUNK = 256 * 1024
+# APIs whose handlers may wait for a long time (Fetch: max_wait_ms). Group joins are left alone:
+# cancelling the coordinator half-way could leave a member half-registered.
+_WAITING_APIS = frozenset({1})
+
+
+class ConnectionQuotas:
+    """Kafka's ConnectionQuotas for max.connections and max.connections.per.ip(.overrides)."""
+
+    def __init__(self, config) -> None:
+        self.max_connections = int(config.get("max.connections"))
+        self.per_ip = int(config.get("max.connections.per.ip"))
+        self.overrides: dict[str, int] = {}
+        for item in config.get("max.connections.per.ip.overrides") or []:
+            host, _, count = item.rpartition(":")
+            self.overrides[host.strip()] = int(count)
+            try:  # overrides may name hosts; connections are counted by address
+                self.overrides.setdefault(socket_gethostbyname(host.strip()), int(count))
+            except OSError:
+                pass
+        self.total = 0
+        self.by_ip: dict[str, int] = {}
+        self._freed = trio.Event()
+
+    def limit_for(self, ip: str) -> int:
+        return self.overrides.get(ip, self.per_ip)
+
+    async def wait_for_slot(self) -> None:
+        """Block the acceptor while the broker holds max.connections connections."""
+        while self.total >= self.max_connections:
+            await self._freed.wait()
+
+    def admit(self, ip: str) -> bool:
+        """Count a new connection from `ip`; False (not counted) if the address is over its limit."""
+        count = self.by_ip.get(ip, 0)
+        if count >= self.limit_for(ip):
+            return False
+        self.by_ip[ip] = count + 1
+        self.total += 1
+        return True
+
+    def release(self, ip: str) -> None:
+        count = self.by_ip.get(ip, 1) - 1
+        if count <= 0:
+            self.by_ip.pop(ip, None)
+        else:
+            self.by_ip[ip] = count
+        self.total -= 1
+        self._freed.set()
+        self._freed = trio.Event()
+
+
+def socket_gethostbyname(host: str) -> str:
+    return stdlib_socket.gethostbyname(host)
+
+
 class Connection:
     """One client connection: frames in, responses out, strictly in order."""
 
-    def __init__(self, broker: Broker, stream: trio.SocketStream, listener_name: str) -> None:
+    def __init__(self, broker: Broker, stream: trio.abc.Stream, listener_name: str,
+                 session: Session | None = None, peer: str | None = None) -> None:
         self.broker = broker
         self.stream = stream
         self.listener_name = listener_name
-        try:
-            peer = stream.socket.getpeername()
-            self.peer = f"{peer[0]}:{peer[1]}"
-        except OSError:
-            self.peer = "?"
+        self.session = session if session is not None else Session(listener_name, "PLAINTEXT")
+        # sendfile needs the raw socket; a TLS stream must encrypt the bytes itself
+        self.raw_socket = getattr(stream, "socket", None)
+        if peer is None:
+            try:
+                addr = stream.socket.getpeername()  # type: ignore[attr-defined]
+                peer = f"{addr[0]}:{addr[1]}"
+            except (OSError, AttributeError):
+                peer = "?"
+        self.peer = peer
+        self.session.peer = peer
         self.splitter = FrameSplitter(int(broker.config.get("socket.request.max.bytes")))
 
     async def run(self) -> None:
@@ -64,15 +152,15 @@ class Connection:
                 frame = self.splitter.next_frame()
                 if frame is None:
                     with trio.move_on_after(idle_s) as idle:
-                        data = await stream.receive_some(_RECEIVE_SIZE)
+                        received = await self._receive(stream)
                     if idle.cancelled_caught:
                         log.info("Closing idle connection from %s", self.peer)
                         return
-                    if not data:
+                    if not received:
                         return
-                    self.splitter.feed(data)
                     continue
-                await self._process(frame)
+                if not await self._authenticated_process(frame):
+                    return
         except ProtocolError as exc:
             log.warning("Closing connection from %s: malformed request: %s", self.peer, exc)
         except ConnectionClosed:
@@ -88,12 +176,99 @@ class Connection:
             with trio.CancelScope(shield=True):
                 await stream.aclose()
 
+    async def _authenticated_process(self, frame: memoryview) -> bool:
+        """Handle one frame; False when the connection must close (failed or unexpected SASL)."""
+        auth = self.session.authenticator
+        if auth is not None and not auth.complete:
+            if auth.expects_raw_token:
+                # SaslHandshake v0: the tokens that follow are bare size-prefixed SASL bytes
+                reply = auth.evaluate_raw(bytes(frame))
+                if reply is None:
+                    return False
+                await self.stream.send_all(len(reply).to_bytes(4, "big") + reply)
+                return True
+            header, _ = decode_request_header(frame)
+            if header.api_key not in _PRE_AUTH_APIS:
+                log.info("Closing connection from %s: unexpected Kafka request of type %s during SASL "
+                         "handshake", self.peer, header.api_name)
+                return False
+        await self._process(frame)
+        return not self.session.close_after_response
+
+    async def _receive(self, stream: trio.abc.Stream) -> int:
+        """Receive bytes into the frame splitter; 0 at end of stream.
+
+        A frame being filled gets the bytes straight into its own buffer (recv_into), other
+        reads go through a reused per-connection buffer: no new bytes object per read and, for
+        produce requests of many KiB, no second copy of the records.
+        """
+        sock = getattr(stream, "socket", None)
+        if sock is None:  # TLS: the stream decrypts into buffers of its own
+            data = await stream.receive_some(_RECEIVE_SIZE)
+            self.splitter.feed(data)
+            return len(data)
+        try:
+            view = self.splitter.recv_buffer(_RECEIVE_SIZE)
+            if view is not None:
+                with view:
+                    n = await sock.recv_into(view)
+                self.splitter.commit(n)
+                return n
+            buf = self.__dict__.get("_recv_buf")
+            if buf is None:
+                buf = self._recv_buf = bytearray(_SMALL_RECEIVE_SIZE)
+            n = await sock.recv_into(buf)
+        except OSError as exc:  # reset, timeout, ...: what receive_some reports as a broken stream
+            raise ConnectionClosed() from exc
+        with memoryview(buf) as mv, mv[:n] as data:
+            self.splitter.feed(data)
+        return n
+
     async def _process(self, frame: memoryview) -> None:
-        ctx = RequestContext(broker=self.broker, peer=self.peer, listener_name=self.listener_name)
-        response = await dispatch(ctx, frame)
+        ctx = RequestContext(broker=self.broker, peer=self.peer, listener_name=self.listener_name,
+                             session=self.session)
+        limiter = getattr(self.broker, "request_limiter", None)
+        api_key = int.from_bytes(frame[0:2], "big", signed=True) if len(frame) >= 2 else -1
+        if limiter is None:
+            response = await self._dispatch(ctx, frame, api_key)
+        else:
+            async with limiter:  # queued.max.requests: requests being handled at once
+                response = await self._dispatch(ctx, frame, api_key)
         if response is None:
             return
         await self._send(response)
+
+    async def _dispatch(self, ctx: RequestContext, frame: memoryview, api_key: int) -> list | None:
+        """Dispatch; a request that may wait long (a long-poll Fetch) is
+        abandoned when the peer closes meanwhile, so a client that asks for a huge max_wait_ms
+        and hangs up does not pin a descriptor and a task until the wait ends."""
+        sock = self.raw_socket
+        if api_key not in _WAITING_APIS or sock is None:
+            return await dispatch(ctx, frame)
+        result: list | None = None
+        peer_closed = False
+        async with trio.open_nursery() as nursery:
+
+            async def watch_peer() -> None:
+                nonlocal peer_closed
+                await trio.lowlevel.wait_readable(sock)
+                try:
+                    peeked = sock.recv(1, stdlib_socket.MSG_PEEK)
+                except BlockingIOError:
+                    return
+                except OSError:
+                    peeked = b""
+                if not peeked:  # EOF: nobody will read the answer
+                    peer_closed = True
+                    nursery.cancel_scope.cancel()
+                # else: the client pipelined its next request; leave it for the reader
+
+            nursery.start_soon(watch_peer)
+            result = await dispatch(ctx, frame)
+            nursery.cancel_scope.cancel()
+        if peer_closed:
+            raise ConnectionClosed()
+        return result
 
     async def _send(self, items: list) -> None:
         """Write a response: buffers joined into few sends, file slices with sendfile."""
@@ -115,7 +290,10 @@ class Connection:
             await self.stream.send_all(b"".join(pending))
 
     async def _sendfile(self, item: FileSlice) -> None:
-        sock = self.stream.socket
+        if self.raw_socket is None:
+            await self._send_slice_copy(item)
+            return
+        sock = self.raw_socket
         out_fd = sock.fileno()
         in_fd = item.file.fileno()
         offset, remaining = item.position, item.size
@@ -137,6 +315,19 @@ class Connection:
             remaining -= sent
         await trio.lowlevel.checkpoint()
 
+    async def _send_slice_copy(self, item: FileSlice) -> None:
+        """TLS: read the file region in chunks and send it through the encrypting stream."""
+        offset, remaining = item.position, item.size
+        fd = item.file.fileno()
+        while remaining > 0:
+            chunk = os.pread(fd, min(remaining, _TLS_READ_CHUNK), offset)
+            if not chunk:
+                log.error("Segment %s ended early while sending to %s; closing", item.file, self.peer)
+                raise ConnectionClosed()
+            await self.stream.send_all(chunk)
+            offset += len(chunk)
+            remaining -= len(chunk)
+
 
 async def serve_listeners(broker: Broker, *, task_status=trio.TASK_STATUS_IGNORED) -> None:
     """Bind every listener and serve connections until cancelled (and /metrics when configured)."""
@@ -149,28 +340,87 @@ async def serve_listeners(broker: Broker, *, task_status=trio.TASK_STATUS_IGNORE
 
 
 async def _serve_listeners(broker: Broker, task_status) -> None:
+    from .security import ssl_context as ssl_contexts  # noqa: PLC0415 - ssl only when configured
+    from .security.sasl import SaslServerAuthenticator  # noqa: PLC0415
+
+    quotas = ConnectionQuotas(broker.config)
+    broker.connection_quotas = quotas
+    broker.request_limiter = trio.Semaphore(max(int(broker.config.get("queued.max.requests")), 1))
     async with trio.open_nursery() as nursery:
         bound: list[tuple[str, int]] = []
         for listener in broker.config.listeners:
-            if listener.name not in ("PLAINTEXT",) and not listener.name.startswith("PLAINTEXT"):
-                protocol_map = broker.config.get("listener.security.protocol.map") or []
-                mapped = dict(item.split(":", 1) for item in protocol_map if ":" in item)
-                if mapped.get(listener.name, listener.name) != "PLAINTEXT":
-                    log.warning("Listener %s is not PLAINTEXT; it is not served yet", listener.name)
-                    continue
-
-            async def handle(stream: trio.SocketStream, name: str = listener.name) -> None:
-                await Connection(broker, stream, name).run()
-
-            listeners = await nursery.start(
-                functools.partial(trio.serve_tcp, handle, listener.port, host=listener.bind_host)
+            protocol = listener_security_protocol(broker.config, listener.name)
+            if protocol is None:
+                log.warning("Listener %s has no security protocol in listener.security.protocol.map; "
+                            "it is not served", listener.name)
+                continue
+            tls = ssl_contexts.server_context(broker.config, listener.name) if protocol.endswith("SSL") else None
+            sasl = protocol.startswith("SASL_")
+            # configuration errors (no credentials, bad key files) fail the start, as in Kafka
+            authenticator_factory = (
+                SaslServerAuthenticator.factory(broker, listener.name) if sasl else None
             )
-            for lst in listeners:
+
+            async def handle(stream: trio.SocketStream, ip: str, peer: str, name: str = listener.name,
+                             protocol: str = protocol, tls=tls, authenticator_factory=authenticator_factory) -> None:
+                session = Session(name, protocol)
+                try:
+                    if tls is not None:
+                        stream = trio.SSLStream(stream, tls, server_side=True)
+                        with trio.move_on_after(_TLS_HANDSHAKE_TIMEOUT_S) as timeout:
+                            try:
+                                await stream.do_handshake()
+                            except (trio.BrokenResourceError, trio.ClosedResourceError) as exc:
+                                log.info("Failed authentication with /%s (SSL handshake failed: %s)",
+                                         ip, exc.__cause__ or exc)
+                                await trio.aclose_forcefully(stream)
+                                return
+                        if timeout.cancelled_caught:
+                            log.info("Closing connection from %s: SSL handshake timed out", peer)
+                            await trio.aclose_forcefully(stream)
+                            return
+                        session.principal = ssl_contexts.peer_principal(stream)
+                    if authenticator_factory is not None:
+                        session.authenticator = authenticator_factory(session)
+                    await Connection(broker, stream, name, session, peer).run()
+                finally:
+                    quotas.release(ip)
+
+            for lst in await trio.open_tcp_listeners(listener.port, host=listener.bind_host):
                 sockname = lst.socket.getsockname()
                 bound.append((sockname[0], sockname[1]))
-                log.info("Listening on %s:%s (%s)", sockname[0], sockname[1], listener.name)
+                log.info("Listening on %s:%s (%s, %s)", sockname[0], sockname[1], listener.name, protocol)
+                nursery.start_soon(_accept_loop, lst, handle, quotas, nursery)
         broker.bound_addresses = bound
         task_status.started(bound)
+
+
+async def _accept_loop(listener: trio.SocketListener, handle, quotas: ConnectionQuotas,
+                       nursery: trio.Nursery) -> None:
+    """Accept connections for one listener socket, within max.connections and the per-IP limits."""
+    async with listener:
+        while True:
+            await quotas.wait_for_slot()
+            try:
+                stream = await listener.accept()
+            except OSError as exc:
+                if exc.errno in _ACCEPT_RESOURCE_ERRORS:
+                    log.error("Cannot accept a connection (%s); retrying in 100 ms", os.strerror(exc.errno))
+                    await trio.sleep(0.1)
+                    continue
+                raise
+            try:
+                addr = stream.socket.getpeername()
+                ip, peer = addr[0], f"{addr[0]}:{addr[1]}"
+            except OSError:
+                await trio.aclose_forcefully(stream)
+                continue
+            if not quotas.admit(ip):
+                log.info("Rejected connection from /%s, address already has the configured maximum of %d "
+                         "connections.", ip, quotas.limit_for(ip))
+                await trio.aclose_forcefully(stream)
+                continue
+            nursery.start_soon(handle, stream, ip, peer)
 
 
 async def run_broker(broker: Broker) -> None:

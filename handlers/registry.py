@@ -40,6 +40,13 @@ class RequestContext:
     peer: str
     listener_name: str
     extra: dict[str, Any] = field(default_factory=dict)
+    # the connection's security state (odradek.security.Session): principal, SASL exchange
+    session: Any = None
+
+    @property
+    def principal(self) -> str:
+        """Kafka's principal of the connection, e.g. ``User:alice`` (``User:ANONYMOUS`` if none)."""
+        return self.session.principal if self.session is not None else "User:ANONYMOUS"
 
 
 @dataclass(frozen=True)
@@ -71,6 +78,7 @@ _HANDLER_MODULES = (
     "groups",
     "producer_ids",
     "transactions",
+    "security",
 )
 
 
