@@ -127,7 +127,8 @@ class Broker:
             nursery.start_soon(self._every, min(max(delete_delay_s, 0.05), 1.0), self.log_manager.delete_pending_dirs)
             if cfg.get("log.cleaner.enable"):
                 from .logstore.cleaner import LogCleaner  # noqa: PLC0415 - only brokers run it
-                self.log_cleaner = LogCleaner.from_broker_config(self.log_manager, cfg.raw)
+                mv = getattr(self.metadata_store, "metadata_version", None)
+                self.log_cleaner = LogCleaner.from_broker_config(self.log_manager, cfg.raw, mv)
                 nursery.start_soon(self.log_cleaner.run_forever)
             flush_ms = cfg.log_flush_interval_ms
             if flush_ms < 2**62:

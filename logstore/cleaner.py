@@ -80,6 +80,13 @@ _INDEX_FILES = (files.LOG_SUFFIX, files.INDEX_SUFFIX, files.TIME_INDEX_SUFFIX, f
 # configuration, throttling, stats
 
 
+#: Odradek-only broker key: "true" writes cleaned segments' index entries batch by batch (Kafka 4.x),
+#: "false" one per appended chunk (Kafka 3.x). Unset: follows the cluster's metadata.version.
+INDEX_PER_BATCH_KEY = "odradek.log.cleaner.index.per.batch"
+#: metadata.version 4.0-IV0: the first level only Kafka 4 writes
+METADATA_VERSION_4_0 = 22
+
+
 @dataclass(frozen=True, slots=True)
 class CleanerConfig:
     """The broker's `log.cleaner.*` settings, Kafka's defaults."""
@@ -92,6 +99,8 @@ class CleanerConfig:
     max_io_bytes_per_second: float = math.inf
     backoff_ms: int = 15_000
     max_message_size: int = 1024 * 1024 + 12
+    #: None: Kafka 4.x's per-batch index entries unless the cluster's metadata.version is 3.x
+    index_per_batch: bool | None = None
 
     @classmethod
     def from_broker_props(cls, props: Mapping[str, object]) -> CleanerConfig:
@@ -112,6 +121,8 @@ class CleanerConfig:
             max_io_bytes_per_second=math.inf if rate >= 1.7e308 else rate,
             backoff_ms=int(get("log.cleaner.backoff.ms", d.backoff_ms, int)),  # type: ignore[call-overload]
             max_message_size=int(get("message.max.bytes", d.max_message_size, int)),  # type: ignore[call-overload]
+            index_per_batch=(None if props.get(INDEX_PER_BATCH_KEY) is None
+                             else str(props[INDEX_PER_BATCH_KEY]).strip().lower() == "true"),
         )
 
 
@@ -639,6 +650,9 @@ class Cleaner:
         self.io_buffer_size = max(config.io_buffer_size // config.num_threads // 2, BATCH_OVERHEAD)
         self.throttler = throttler or Throttler(config.max_io_bytes_per_second)
         self.crash_hook = crash_hook
+        # index entries of a cleaned segment: per batch (Kafka 4.x LogSegment.append) or per chunk
+        # appended (Kafka 3.x); the LogCleaner sets it from the cluster's metadata.version
+        self.index_per_batch = True if config.index_per_batch is None else config.index_per_batch
         self.run_exclusive: Callable[..., object] = lambda fn, *args: fn(*args)
         self.is_aborted: Callable[[PartitionLog], bool] = lambda plog: plog.closed
 
@@ -801,7 +815,18 @@ class Cleaner:
                     res = filt.filter_chunk(chunk)
                     stats.messages_read += res.messages_read
                     stats.messages_written += res.messages_retained
-                    if res.output:
+                    if res.output and self.index_per_batch:
+                        # Kafka 4's LogSegment.append indexes batch by batch within one append
+                        self._step("append-cleaned")
+                        out = memoryview(res.output)
+                        for batch in iter_batches(out):
+                            bh = batch.header()
+                            last = bh.base_offset + bh.last_offset_delta
+                            cleaned.append(last, bh.max_timestamp, last, batch.buffer)
+                        stats.bytes_written += len(res.output)
+                        out.release()
+                    elif res.output:
+                        # Kafka 3.x: one append (and at most one index entry) per chunk
                         self._step("append-cleaned")
                         cleaned.append(res.max_offset, res.max_timestamp, res.shallow_offset_of_max_timestamp,
                                        res.output)
@@ -892,8 +917,14 @@ class LogCleaner:
         self.dirtiest_ratio = 0.0
 
     @classmethod
-    def from_broker_config(cls, manager: LogManager, raw: Mapping[str, object]) -> LogCleaner:
-        return cls(manager, CleanerConfig.from_broker_props(raw))
+    def from_broker_config(cls, manager: LogManager, raw: Mapping[str, object],
+                           metadata_version: int | None = None) -> LogCleaner:
+        """A cleaner for the broker: `log.cleaner.*` settings; cleaned segments' index layout as the
+        Kafka version of the cluster's metadata.version writes it (unless configured)."""
+        cleaner = cls(manager, CleanerConfig.from_broker_props(raw))
+        if cleaner.config.index_per_batch is None and metadata_version is not None:
+            cleaner.cleaner.index_per_batch = metadata_version >= METADATA_VERSION_4_0
+        return cleaner
 
     def _aborted(self, plog: PartitionLog) -> bool:
         return self.stop_requested or plog.closed or self.manager.get_log(plog.topic, plog.partition) is not plog
