@@ -77,15 +77,46 @@ class FrameSplitter:
                 self._size = size
                 self._filled = 0
             take = min(self._size - self._filled, n - pos)
-            if len(body) == self._size:
-                body[self._filled : self._filled + take] = mv[pos : pos + take]
+            filled = self._filled
+            room = len(body) - filled  # recv_buffer may have grown the buffer ahead of the data
+            if room >= take:
+                body[filled : filled + take] = mv[pos : pos + take]
             else:
-                body += mv[pos : pos + take]
+                if room:
+                    body[filled:] = mv[pos : pos + room]
+                body += mv[pos + room : pos + take]
             self._filled += take
             pos += take
             if self._filled == self._size:
                 self._ready.append(memoryview(body))
                 self._body = None
+
+    def recv_buffer(self, chunk: int) -> memoryview | None:
+        """Where to receive the rest of the frame being filled, to skip `feed`'s copy.
+
+        Returns a writable view of the frame's own buffer after the bytes already filled (at
+        most the missing bytes), or None when no frame is in progress (then receive into any
+        buffer and `feed` it). After receiving n bytes into it, release the view and call
+        ``commit(n)``. A big frame's buffer still grows with the data, at most doubling (and by
+        at least `chunk`) per call, so an announced but unsent frame costs little memory.
+        """
+        body = self._body
+        if body is None or self._error is not None:
+            return None
+        filled = self._filled
+        if len(body) == filled:
+            grow = min(self._size - filled, max(chunk, filled))
+            body += bytes(grow)  # realloc of a large buffer remaps pages rather than copying
+        return memoryview(body)[filled:]
+
+    def commit(self, n: int) -> None:
+        """`n` bytes were received into the view `recv_buffer` returned."""
+        self._filled += n
+        if self._filled == self._size:
+            body = self._body
+            assert body is not None
+            self._ready.append(memoryview(body))
+            self._body = None
 
     def next_frame(self) -> memoryview | None:
         """The next complete frame (without size prefix), or None if more bytes are needed."""
