@@ -209,10 +209,28 @@ def test_aborted_transactions_and_markers(tmp_path: Path) -> None:
     # aborted data is gone, committed and live data stay
     assert (b"k1", b"aborted") not in values
     assert values == [(b"k1", b"live"), (b"k3", b"committed"), (b"k2", b"y")]
-    # the COMMIT marker stays (its data is still there); the ABORT marker's data is gone, so it gets a
-    # delete horizon and goes later
-    controls = [b.header() for b in batches if b.header().attributes & 0x20]
-    assert controls
+    # both markers stay after the first round: the ABORT marker because this round still saw its
+    # transaction's data (Kafka keeps it, and its .txnindex entry, until a round sees none)
+    def markers() -> list:
+        return [b.header() for _s, b in all_batches(lg) if b.header().attributes & 0x20]
+
+    assert [h.base_offset for h in markers()] == [1, 5]
+    txn_entries = [p.read_bytes() for p in lg.dir.glob("*.txnindex") if p.stat().st_size]
+    assert len(txn_entries) == 1 and len(txn_entries[0]) == 34
+
+    def another_round(now: int) -> None:
+        append(lg, [(b"k9", b"dirty")], now)  # cleanings need new dirty data
+        lg.roll()
+        run_clean(mgr, now)
+
+    # second round: no aborted data left, so the ABORT marker gets a delete horizon
+    another_round(T0 + 20_000)
+    abort, commit = markers()
+    assert abort.attributes & 0x40 and abort.base_timestamp == T0 + 20_000 + 1000
+    assert not commit.attributes & 0x40  # its transaction's data is still in the log
+    # third round, after the horizon: the ABORT marker is gone, the COMMIT marker stays
+    another_round(T0 + 30_000)
+    assert [h.base_offset for h in markers()] == [5]
     mgr.shutdown()
 
 
