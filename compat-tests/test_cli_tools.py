@@ -223,3 +223,32 @@ def test_broker_api_versions_lists_what_the_broker_serves(any_broker, capsys) ->
     assert entries["ApiVersions"][0] == "0" and entries["Produce"][2] != "NONE"
     assert entries["SaslHandshake"] == (None, None, None) or any_broker.name == "kafka"
     assert run_cli(capsys, "broker-api-versions", "--bootstrap-server", any_broker.bootstrap, "--quiet")[:2] == (0, "")
+
+
+def test_console_consumer_ctrl_c_commits_and_leaves(any_broker, capsys, monkeypatch) -> None:
+    import signal
+
+    b = ["--bootstrap-server", any_broker.bootstrap]
+    assert run_cli(capsys, "topics", *b, "--create", "--topic", "cli-sigint", "--partitions", "2")[0] == 0
+    run_cli(capsys, "console-producer", *b, "--topic", "cli-sigint", stdin="one\ntwo\nthree\n", monkeypatch=monkeypatch)
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "odradek", "console-consumer", *b, "--topic", "cli-sigint", "--group", "cli-sigint",
+         "--from-beginning"],
+        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+        # A shell without job control starts background jobs with SIGINT ignored; undo that so
+        # the tool sees Ctrl-C as a terminal user would send it.
+        preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL),
+    )
+    try:
+        lines = [proc.stdout.readline().strip() for _ in range(3)]
+        proc.send_signal(signal.SIGINT)
+        _, err = proc.communicate(timeout=60)
+    finally:
+        proc.kill()
+    assert sorted(lines) == ["one", "three", "two"]
+    assert proc.returncode == 0 and err.strip().endswith("Processed a total of 3 messages")
+    code, out, err = run_cli(capsys, "consumer-groups", *b, "--describe", "--group", "cli-sigint")
+    rows = [line.split() for line in out.splitlines()[2:]]
+    # Left the group (no members) with every assigned partition committed at its end.
+    assert "has no active members" in err
+    assert sum(int(r[3]) for r in rows) == 3 and len(rows) == 2 and all(r[5] == "0" for r in rows)

@@ -141,8 +141,11 @@ def consume(client: KafkaClient, args: argparse.Namespace, out: TextIO) -> int:
             wait_ms = 500 if args.timeout_ms is None else max(1, min(500, args.timeout_ms))
             for record in client.fetch(topic, positions, max_wait_ms=wait_ms,
                                        read_committed=args.isolation_level == "read_committed"):
-                out.write(formatter.format(record))
+                # Counted before the write: Ctrl-C is handled right after a write returns, so a
+                # record that reached the output is always counted (and committed: the fetch
+                # already moved the position past it).
                 count += 1
+                out.write(formatter.format(record))
                 last_message = time.monotonic()
                 if args.max_messages is not None and count >= args.max_messages:
                     # Resume after the last printed record, not after the whole fetched batch.
