@@ -104,6 +104,19 @@ def make_cases(root: Path) -> None:
     with gzip.GzipFile(fileobj=buf, mode="wb", mtime=0) as g:
         g.write(inner)
     seg("legacy", [legacy(0, 0, b"k", b"v0"), legacy(1, 1, None, b"v1", 1234), legacy(3, 1, None, buf.getvalue(), 99, attrs=1), b1.replace(b1[:8], struct.pack(">q", 4), 1)])
+    # more legacy: a v0 gzip wrapper (absolute inner offsets), a v1 LogAppendTime wrapper, a bad CRC
+    inner0 = legacy(10, 0, b"a", b"x") + legacy(11, 0, None, b"y")
+    buf0 = io.BytesIO()
+    with gzip.GzipFile(fileobj=buf0, mode="wb", mtime=0) as g:
+        g.write(inner0)
+    inner1 = legacy(0, 1, None, b"p", 5) + legacy(1, 1, b"q", None, 6)
+    buf1 = io.BytesIO()
+    with gzip.GzipFile(fileobj=buf1, mode="wb", mtime=0) as g:
+        g.write(inner1)
+    broken = bytearray(legacy(14, 1, b"k", b"crc", 7))
+    broken[-1] ^= 1
+    seg("legacy2", [legacy(9, 0, None, b"first"), legacy(11, 0, None, buf0.getvalue(), attrs=1),
+                    legacy(13, 1, None, buf1.getvalue(), 77, attrs=1 | 8), bytes(broken)])
     # snapshots
     d = root / "snap"
     d.mkdir()
@@ -183,6 +196,8 @@ CASES: list[tuple[str, str, list[str]]] = [
     ),
     ("legacy-shallow", _f("legacy/00000000000000000000.log"), []),
     ("legacy-print", _f("legacy/00000000000000000000.log"), ["--print-data-log"]),
+    ("legacy-wrappers-shallow", _f("legacy2/00000000000000000000.log"), []),
+    ("legacy-wrappers-deep", _f("legacy2/00000000000000000000.log"), ["--print-data-log"]),
     ("snapshots", _f(*[f"snap/{i:020d}.snapshot" for i in range(1, 7)]), []),
     ("txnindex-partial-tail", _f("snap/00000000000000000007.txnindex"), []),
     ("txnindex-version-1", _f("snap/00000000000000000008.txnindex"), []),
