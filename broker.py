@@ -116,7 +116,8 @@ class Broker:
         async with trio.open_nursery() as nursery:
             nursery.start_soon(self._every, hw_interval, self.log_manager.checkpoint_high_watermarks)
             nursery.start_soon(self._every, rp_interval, self.log_manager.checkpoint_recovery_points)
-            nursery.start_soon(self._every, rp_interval, self.log_manager.checkpoint_log_start_offsets)
+            ls_interval = int(cfg.get("log.flush.start.offset.checkpoint.interval.ms")) / 1000
+            nursery.start_soon(self._every, ls_interval, self.log_manager.checkpoint_log_start_offsets)
             nursery.start_soon(self.coordinators["groups"].run)
             # retention (Kafka's kafka-log-retention task) and the removal of .deleted files and
             # -delete dirs; structural log changes hop back to the event loop (run_exclusive)

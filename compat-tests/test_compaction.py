@@ -368,3 +368,33 @@ def test_cleaned_segments_match_kafka(kafka_broker_factory, odradek_broker_facto
     assert any(h.record_count == 0 and h.producer_id == 777 for h in headers), "empty batch of the producer"
     assert any(h.record_count < h.last_offset_delta + 1 for h in headers), "rebuilt batches"
     assert len([n for n in ours if n.endswith(".log")]) >= 2
+
+
+def test_compacted_consumer_offsets_reload_after_restart(odradek_broker_factory) -> None:
+    """The cleaner also compacts __consumer_offsets; the group coordinator reloads the cleaned log
+    (gaps, delete horizons) to the same committed offsets after a restart."""
+    broker = odradek_broker_factory(overrides={
+        **OVERRIDES, "offsets.topic.num.partitions": 1, "offsets.topic.segment.bytes": 2048,
+        "log.cleaner.min.cleanable.ratio": "0.01"})
+    bootstrap = broker.bootstrap
+    topic = f"src-{uuid.uuid4().hex[:6]}"
+    _create(bootstrap, topic, {})
+    groups = [f"g{i}" for i in range(4)]
+    consumers = {g: CKConsumer({"bootstrap.servers": bootstrap, "group.id": g, "enable.auto.commit": False})
+                 for g in groups}
+    for n in range(1, 121):
+        for i, g in enumerate(groups):
+            consumers[g].commit(offsets=[CKTopicPartition(topic, 0, n * 10 + i)], asynchronous=False)
+    for c in consumers.values():
+        c.close()
+    _wait(lambda: _checkpoint_line(broker, "__consumer_offsets") is not None, 60, "__consumer_offsets cleaned")
+    offsets_dir = Path(broker.log_dirs[0]) / "__consumer_offsets-0"
+    _wait(lambda: not any(p.name.endswith(".deleted") for p in offsets_dir.iterdir()), 30, "old segments gone")
+    cleaned_size = sum(p.stat().st_size for p in offsets_dir.glob("*.log"))
+    assert cleaned_size < 120 * 4 * 100 / 2, cleaned_size  # far less than the commits written
+    broker.restart()
+    for i, g in enumerate(groups):
+        c = CKConsumer({"bootstrap.servers": bootstrap, "group.id": g, "enable.auto.commit": False})
+        (tp,) = c.committed([CKTopicPartition(topic, 0)], timeout=30)
+        c.close()
+        assert tp.offset == 1200 + i, (g, tp.offset)
