@@ -17,6 +17,10 @@ Both durability settings run: ``log.flush.interval.messages=1`` (an fsync per ap
 setting) and Kafka's default (page cache only: survives a process crash, not a power loss; a
 SIGKILL is a process crash, so nothing acknowledged may be lost there either).
 
+Disk faults (``test_injected_disk_faults``, ``test_real_disk_full_on_tmpfs``): ENOSPC and EIO on the
+segment write and on the index write give KAFKA_STORAGE_ERROR, leave no torn bytes, and service
+resumes once the fault is gone.
+
 ``ODRADEK_LONG_TESTS=1`` raises the number of kills from 8 (CI) to 50. The counts measured by the
 last run are written to ``artifacts/reliability/crash_loop_<mode>.json`` for docs/reliability.md.
 """
@@ -27,6 +31,8 @@ import json
 import os
 import random
 import re
+import socket
+import subprocess
 import threading
 import time
 from collections import defaultdict
@@ -36,6 +42,10 @@ import pytest
 from confluent_kafka import Producer as ConfluentProducer
 from kafka import KafkaConsumer, KafkaProducer, TopicPartition
 from kafka.admin import KafkaAdminClient, NewTopic
+
+from odradek.wire.errors import ErrorCode
+from odradek.wire.protocol import decode_response, encode_request, join_pieces, request_class
+from odradek.wire.records import SimpleRecord, build_batch
 
 LONG = os.environ.get("ODRADEK_LONG_TESTS") == "1"
 KILLS = 50 if LONG else 8
@@ -278,3 +288,154 @@ def test_crash_loop(odradek_broker_factory, durability: str) -> None:
     ARTIFACTS.mkdir(parents=True, exist_ok=True)
     (ARTIFACTS / f"crash_loop_{durability}{'_long' if LONG else ''}.json").write_text(json.dumps(stats, indent=1))
     print(json.dumps(stats))
+
+
+# ------------------------------------------------------------------------------------------------
+# Disk faults: ENOSPC / EIO on the append and on the index write
+# ------------------------------------------------------------------------------------------------
+
+def _produce(sock: socket.socket, topic: str, value: bytes, corr: int) -> tuple[int, int]:
+    """One acks=all Produce of one record on a raw connection: (error code, base offset)."""
+    Produce = request_class(0)
+    batch = bytes(build_batch([SimpleRecord(value)]))
+    req = Produce(acks=-1, timeout_ms=5000, topic_data=[Produce.TopicProduceData(
+        name=topic, partition_data=[Produce.PartitionProduceData(index=0, records=batch)])])
+    sock.sendall(join_pieces(encode_request(9, corr, req, client_id="disk-faults")))
+    header = _recv_exact(sock, 4)
+    frame = _recv_exact(sock, int.from_bytes(header, "big"))
+    _, resp = decode_response(frame, 0, 9)
+    part = resp.responses[0].partition_responses[0]
+    return part.error_code, part.base_offset
+
+
+def _recv_exact(sock: socket.socket, n: int) -> bytes:
+    buf = b""
+    while len(buf) < n:
+        chunk = sock.recv(n - len(buf))
+        assert chunk, "connection closed"
+        buf += chunk
+    return buf
+
+
+def _check_partition(bootstrap: str, topic: str, acked: dict[int, bytes]) -> None:
+    records = read_topic(bootstrap, topic, 1)[0]
+    assert [o for o, _ in records] == list(range(len(records))), "offsets must stay dense"
+    got = dict(records)
+    assert set(got) == set(acked), "exactly the acknowledged records"
+    assert all(got[o] == v for o, v in acked.items())
+
+
+def _create_topic(bootstrap: str, topic: str) -> None:
+    admin = KafkaAdminClient(bootstrap_servers=bootstrap)
+    admin.create_topics([NewTopic(topic, 1, 1)])
+    admin.close()
+
+
+def test_injected_disk_faults(odradek_broker_factory, tmp_path: Path) -> None:
+    """EIO / ENOSPC (also torn half-writes) on the segment write and on the index block: the produce
+    gets KAFKA_STORAGE_ERROR, the broker logs it, nothing acknowledged changes, the next append
+    after the fault continues at the same offset, and a restart finds no torn batch."""
+    control = tmp_path / "faults"
+    broker = odradek_broker_factory(start=False)
+    base_env = broker._env
+    broker._env = lambda: {**base_env(), "ODRADEK_FAULT_INJECT": str(control)}  # type: ignore[method-assign]
+    broker.start()
+    topic = "disk-faults"
+    _create_topic(broker.bootstrap, topic)
+    acked: dict[int, bytes] = {}
+    faults_seen = 0
+    with socket.create_connection((broker.host, broker.port), timeout=10) as sock:
+        corr = 0
+        for round_ in range(4):
+            for fault in ("append:EIO", "append:ENOSPC", "append-partial:ENOSPC", "index:EIO", "index:ENOSPC"):
+                # values > index.interval.bytes: every append after the first is due an index entry
+                for _ in range(2):
+                    value = f"{round_}-{corr}-".encode() + os.urandom(3000).hex().encode()
+                    corr += 1
+                    code, offset = _produce(sock, topic, value, corr)
+                    assert code == 0
+                    acked[offset] = value
+                control.write_text(fault + "\n")
+                corr += 1
+                code, _ = _produce(sock, topic, b"must-not-be-stored", corr)
+                assert code == ErrorCode.KAFKA_STORAGE_ERROR, (fault, code)
+                faults_seen += 1
+                control.write_text("")
+                corr += 1
+                value = f"after-{fault}-{corr}".encode()
+                code, offset = _produce(sock, topic, value, corr)
+                assert code == 0 and offset == max(acked) + 1, (fault, code, offset)
+                acked[offset] = value
+    _check_partition(broker.bootstrap, topic, acked)
+    log_text = broker.console_log.read_text()
+    assert log_text.count("Append to disk-faults-0 failed") == faults_seen
+    assert "(injected" in log_text
+    broker.kill()  # crash right after: recovery must not find torn bytes either
+    broker.start()
+    _check_partition(broker.bootstrap, topic, acked)
+    restart_log = broker.console_log.read_text()[len(log_text):]
+    assert "disk-faults-0" not in restart_log or "truncat" not in restart_log.lower(), restart_log[-2000:]
+    assert broker.stop() == 0
+    ends = {0: max(acked) + 1}
+    assert_clean_layout(broker.log_dir, topic, ends)
+
+
+def _mount_tmpfs(path: Path, size: str) -> bool:
+    path.mkdir(parents=True, exist_ok=True)
+    if os.geteuid() != 0:
+        return False
+    return subprocess.run(["mount", "-t", "tmpfs", "-o", f"size={size}", "tmpfs", str(path)],
+                          capture_output=True).returncode == 0
+
+
+def test_real_disk_full_on_tmpfs(odradek_broker_factory, tmp_path: Path) -> None:
+    """A real ENOSPC: the log dir is a 16 MiB tmpfs that fills up. Produces get KAFKA_STORAGE_ERROR
+    (never a crash: index pages are reserved before they are written through the mapping),
+    everything acknowledged stays readable, and service resumes when space is freed."""
+    mount = tmp_path / "small-disk"
+    if not _mount_tmpfs(mount, "16m"):
+        pytest.skip("cannot mount a tmpfs here (needs root); test_injected_disk_faults covers the code path")
+    try:
+        broker = odradek_broker_factory(overrides={
+            "log.dirs": str(mount / "data"), "metadata.log.dir": str(tmp_path / "meta"),
+            "log.segment.bytes": 4 * 1024 * 1024, "offsets.topic.num.partitions": 1,
+        })
+        topic = "full-disk"
+        _create_topic(broker.bootstrap, topic)
+        # leave ~2 MiB free
+        filler = mount / "filler"
+        free = os.statvfs(mount).f_bavail * os.statvfs(mount).f_frsize
+        with open(filler, "wb") as f:
+            f.write(b"\0" * max(free - 2 * 1024 * 1024, 0))
+        acked: dict[int, bytes] = {}
+        errors = 0
+        with socket.create_connection((broker.host, broker.port), timeout=10) as sock:
+            corr = 0
+            while errors < 3:
+                corr += 1
+                value = f"{corr}-".encode() + os.urandom(6000).hex().encode()
+                code, offset = _produce(sock, topic, value, corr)
+                if code == 0:
+                    acked[offset] = value
+                else:
+                    assert code == ErrorCode.KAFKA_STORAGE_ERROR, code
+                    errors += 1
+                assert corr < 2000, "the disk never filled up"
+            assert broker.running
+            _check_partition(broker.bootstrap, topic, acked)
+            filler.unlink()
+            for _ in range(20):
+                corr += 1
+                value = f"again-{corr}".encode() * 100
+                code, offset = _produce(sock, topic, value, corr)
+                assert code == 0 and offset == max(acked) + 1
+                acked[offset] = value
+        _check_partition(broker.bootstrap, topic, acked)
+        assert "No space left on device" in broker.console_log.read_text()
+        assert broker.stop() == 0
+        assert_clean_layout(broker.log_dir, topic, {0: max(acked) + 1})
+        broker.start()
+        _check_partition(broker.bootstrap, topic, acked)
+        broker.stop()
+    finally:
+        subprocess.run(["umount", "-l", str(mount)], capture_output=True)

@@ -7,6 +7,7 @@ are found with the offset index plus a scan of 61-byte batch headers.
 
 from __future__ import annotations
 
+import errno
 import logging
 import mmap
 import os
@@ -27,7 +28,7 @@ from odradek.wire.records import (
 )
 from odradek.wire.records import BatchHeader as BatchHeader
 
-from . import files
+from . import faults, files
 from .config import LogConfig
 from .fileslice import FileSlice
 from .index_base import CorruptIndexError
@@ -156,11 +157,23 @@ class LogSegment:
                 f"largest offset {largest_offset} cannot be stored in segment {self.log_path} "
                 f"(base offset {self.base_offset})"
             )
-        written = os.pwrite(self._fd, data, position)
-        if written != n:  # extremely rare on regular files; finish the write rather than tear the batch
-            view = memoryview(data)
-            while written < n:
-                written += os.pwrite(self._fd, view[written:], position + written)
+        index_due = self.bytes_since_last_index_entry > self.index_interval_bytes
+        if index_due:
+            # Index entries go through a shared mapping: writing to a page the file system cannot
+            # back (disk full) raises SIGBUS and kills the process. Reserve the blocks first, so a
+            # full disk is an OSError here, before anything of this append is written.
+            self._reserve_index_blocks()
+        try:
+            written = faults.pwrite(self._fd, data, position)
+            if written != n:  # extremely rare on regular files; finish the write rather than tear the batch
+                view = memoryview(data)
+                while written < n:
+                    written += faults.pwrite(self._fd, view[written:], position + written)
+        except OSError:
+            # disk full / I/O error: cut a torn tail so the file ends at the last whole batch
+            # (the caller answers KAFKA_STORAGE_ERROR; a retry then writes at the same position)
+            self._truncate_failed_write(position)
+            raise
         self._size = position + n
         mx = self._max_ts_and_offset
         if mx is None:
@@ -173,6 +186,36 @@ class LogSegment:
             self.bytes_since_last_index_entry = 0
         self.bytes_since_last_index_entry += n
         return position
+
+    def _reserve_index_blocks(self) -> None:
+        """Allocate the blocks of the next offset- and time-index entries (no-op once allocated)."""
+        faults.check_index()
+        reserved = self.__dict__.setdefault("_index_reserved", {})
+        for kind, index, entry_size in (("o", self.offset_index, 8), ("t", self.time_index, 12)):
+            start = index.entries * entry_size
+            if start + entry_size > index.length:
+                continue  # full index: its own append raises the usual error
+            # the cache is tied to the current mapping: a trim + resize frees blocks and remaps
+            mapping, reserved_to = reserved.get(kind, (None, 0))
+            if mapping is index._mm and start + entry_size <= reserved_to:
+                continue
+            # one call per 64 KiB of index (8192 offset entries), clipped to the file
+            end = min(index.length, (start // 65536 + 1) * 65536)
+            try:
+                os.posix_fallocate(index._fd, start, end - start)
+            except OSError as e:
+                if e.errno not in (errno.EOPNOTSUPP, errno.EINVAL, errno.ENOSYS):
+                    raise
+            reserved[kind] = (index._mm, end)
+
+    def _truncate_failed_write(self, position: int) -> None:
+        try:
+            if os.fstat(self._fd).st_size > position:
+                os.ftruncate(self._fd, position)
+        except OSError:
+            # the tail stays past _size: reads stop at _size, the next append overwrites it and
+            # recovery after a crash cuts it as a torn batch
+            log.exception("Could not truncate %s back to %d after a failed write", self.log_path, position)
 
     # -- roll decisions -------------------------------------------------------------------
     def _load_first_batch_timestamp(self) -> None:
