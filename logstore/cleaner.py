@@ -261,7 +261,7 @@ def cleanable_offsets(plog: PartitionLog, last_clean_offset: int | None, now_ms:
         first_dirty, force = start, True
     else:
         first_dirty = checkpointed
-    limits = [plog.last_stable_offset, plog.segments[-1].base_offset]
+    limits = [_last_stable_offset(plog), plog.segments[-1].base_offset]
     lag = max(plog.config.min_compaction_lag_ms, 0)
     if lag > 0:
         for seg in non_active_segments_from(plog, first_dirty):
@@ -271,12 +271,25 @@ def cleanable_offsets(plog: PartitionLog, last_clean_offset: int | None, now_ms:
     return first_dirty, max(first_dirty, min(limits)), force
 
 
+def _last_stable_offset(plog: PartitionLog) -> int:
+    # read from the cleaner's thread while appends may change the open transactions: a dict
+    # changing size under min() raises, and the next try sees a consistent one
+    for _ in range(10):
+        try:
+            return plog.last_stable_offset
+        except RuntimeError:
+            continue
+    return plog.log_start_offset  # never happens in practice; cleaning nothing is always safe
+
+
 def max_compaction_delay(plog: PartitionLog, first_dirty_offset: int, now_ms: int) -> int:
     """How long the oldest dirty batch has waited past `max.compaction.lag.ms` (0 = not overdue)."""
+    clean_until = now_ms - max(plog.config.max_compaction_lag_ms, 0)
+    if clean_until <= 0:
+        return 0  # the default (forever): no need to read every dirty segment's first batch
     stamps = [t for t in (_first_batch_timestamp(s) for s in non_active_segments_from(plog, first_dirty_offset))
               if t > 0]
     earliest = min(stamps) if stamps else 2**63 - 1
-    clean_until = now_ms - max(plog.config.max_compaction_lag_ms, 0)
     return clean_until - earliest if earliest < clean_until else 0
 
 
