@@ -422,3 +422,29 @@ def test_crash_after_the_swap_files_exist_recovers_the_cleaned_files_exactly(tmp
         assert segment_files(work) == want, k
         checked += 1
     assert checked >= 3
+
+
+def test_cleaner_config_from_broker_properties(tmp_path: Path) -> None:
+    import math
+
+    from odradek.logstore.cleaner import CleanerConfig, LogCleaner
+
+    assert CleanerConfig.from_broker_props({}) == CleanerConfig()
+    assert CleanerConfig().max_io_bytes_per_second == math.inf
+    cfg = CleanerConfig.from_broker_props({
+        "log.cleaner.threads": "2", "log.cleaner.dedupe.buffer.size": "4800", "log.cleaner.io.buffer.size": "1024",
+        "log.cleaner.io.max.bytes.per.second": "1.7976931348623157E308", "log.cleaner.backoff.ms": "100",
+        "odradek.log.cleaner.index.per.batch": "false"})
+    assert (cfg.num_threads, cfg.dedupe_buffer_size, cfg.io_buffer_size, cfg.backoff_ms) == (2, 4800, 1024, 100)
+    assert cfg.max_io_bytes_per_second == math.inf and cfg.index_per_batch is False
+    mgr = LogManager([tmp_path], LogConfig())
+    mgr.startup()
+    cleaner = LogCleaner(mgr, cfg)
+    assert cleaner.cleaner.offset_map.slots == 100  # 4800 / 2 threads / 24 bytes a slot
+    assert cleaner.cleaner.io_buffer_size == 256  # half of the per-thread I/O buffer
+    # the index layout follows the cluster's metadata.version unless configured
+    assert LogCleaner.from_broker_config(mgr, {}, 27).cleaner.index_per_batch is True
+    assert LogCleaner.from_broker_config(mgr, {}, 21).cleaner.index_per_batch is False
+    assert LogCleaner.from_broker_config(
+        mgr, {"odradek.log.cleaner.index.per.batch": "true"}, 21).cleaner.index_per_batch is True
+    mgr.shutdown()
