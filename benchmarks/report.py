@@ -1,0 +1,278 @@
+"""Markdown report and plots for benchmarks/runner.py results (docs/performance.md).
+
+``python benchmarks/runner.py --report-only benchmarks/results/perf-full.json --output docs/performance.md``
+regenerates the page and its PNGs (matplotlib: ``pip install -e '.[bench]'``) from saved results.
+"""
+
+from __future__ import annotations
+
+import statistics
+from pathlib import Path
+from typing import Any
+
+REF = "kafka"
+SUBJECT = "odradek"
+HEADLINE = "1KiB base"
+
+
+def _get(agg: dict, broker: str, workload: str, key: str) -> float | None:
+    v = agg.get(broker, {}).get(workload, {}).get(key)
+    return v if isinstance(v, (int, float)) else None
+
+
+def _ratio(a: float | None, b: float | None) -> str:
+    return f"{a / b:.2f}x" if a is not None and b else "–"
+
+
+def _fmt(v: float | None, digits: int = 1) -> str:
+    if v is None:
+        return "–"
+    if abs(v) >= 1000:
+        return f"{v:,.0f}"
+    return f"{v:.{digits}f}"
+
+
+def baseline(data: dict) -> dict[str, float]:
+    """Median physical baseline over runs (MB/s)."""
+    rows = data.get("baseline") or []
+    if not rows:
+        return {}
+    return {k: statistics.median(r[k] for r in rows) for k in rows[0]}
+
+
+def _kinds(data: dict) -> dict[str, str]:
+    return {r["workload"]: r["kind"] for r in data["results"]}
+
+
+def targets(data: dict) -> list[tuple[str, str, str, str]]:
+    """(goal, measured, target, met?) for the issue's targets."""
+    agg = data["aggregate"]
+    base = baseline(data)
+    rows = []
+    o, k = _get(agg, SUBJECT, HEADLINE, "mbs"), _get(agg, REF, HEADLINE, "mbs")
+    rows.append(("produce throughput vs Kafka, 1 KiB, batching", _ratio(o, k), ">= 1.0x", _met(o, k, 1.0)))
+    oc, kc = _get(agg, SUBJECT, "consumer catch-up from 0", "mbs"), _get(agg, REF, "consumer catch-up from 0", "mbs")
+    rows.append(("consume throughput vs Kafka (catch-up)", _ratio(oc, kc), ">= 1.0x", _met(oc, kc, 1.0)))
+    if base:
+        plimit = min(base["loopback_mbs"], base["append_mbs"])
+        climit = min(base["loopback_mbs"], base["read_mbs"])
+        rows.append(("produce vs physical limit (min of loopback, append)", _ratio(o, plimit), ">= 0.50x",
+                     _met(o, plimit, 0.5)))
+        rows.append(("consume vs physical limit (min of loopback, read)", _ratio(oc, climit), ">= 0.70x",
+                     _met(oc, climit, 0.7)))
+    lat = [n for n in agg.get(SUBJECT, {}) if n.startswith("latency")]
+    if lat:
+        p99 = _get(agg, SUBJECT, lat[0], "p99_ms")
+        rows.append((f"p99 end-to-end latency ({lat[0]})", f"{_fmt(p99, 2)} ms", "< 10 ms",
+                     "yes" if p99 is not None and p99 < 10 else "no"))
+    st = _get(agg, SUBJECT, "start-up", "seconds")
+    rows.append(("start-up (process start -> first ApiVersions answer)", f"{_fmt(st, 2)} s", "< 0.5 s",
+                 "yes" if st is not None and st < 0.5 else "no"))
+    rss = _get(agg, SUBJECT, "start-up", "idle_rss_mb")
+    rows.append(("idle RSS", f"{_fmt(rss)} MB", "< 60 MB", "yes" if rss is not None and rss < 60 else "no"))
+    loop = agg.get(SUBJECT, {}).get("mixed produce+consume", {}).get("loop")
+    if loop:
+        rows.append(("longest event-loop stall, mixed workload", f"{loop['max_ms']:.1f} ms (p99 step {loop['p99_ms']:.1f} ms)",
+                     "< 5 ms", "yes" if loop["max_ms"] < 5 else "no"))
+    return rows
+
+
+def _met(a: float | None, b: float | None, goal: float) -> str:
+    if a is None or not b:
+        return "–"
+    return "yes" if a / b >= goal else "no"
+
+
+def tables(data: dict) -> str:
+    agg = data["aggregate"]
+    kinds = _kinds(data)
+    base = baseline(data)
+    brokers = [b for b in [SUBJECT, REF] if b in agg] + [b for b in agg if b not in (SUBJECT, REF)]
+    others = [b for b in brokers if b != SUBJECT]
+    out: list[str] = []
+    plimit = min(base["loopback_mbs"], base["append_mbs"]) if base else None
+    climit = min(base["loopback_mbs"], base["read_mbs"]) if base else None
+
+    out.append("### Throughput (payload MB/s = 10^6 B/s, records/s, broker CPU s per GB)\n")
+    head = "| workload | " + " | ".join(f"{b} MB/s | {b} rec/s | {b} CPU s/GB" for b in brokers)
+    head += " | " + " | ".join(f"{SUBJECT}/{b}" for b in others) + " | odradek/physical |"
+    out.append(head)
+    out.append("|" + "---|" * (1 + 3 * len(brokers) + len(others) + 1))
+    names = [n for n in agg.get(SUBJECT, agg.get(brokers[0], {})) if kinds.get(n) in ("produce", "consume", "mixed")]
+    for name in names:
+        cells = [name]
+        for b in brokers:
+            cells += [_fmt(_get(agg, b, name, "mbs")), _fmt(_get(agg, b, name, "rps"), 0),
+                      _fmt(_get(agg, b, name, "cpu_s_per_gb"), 2)]
+        cells += [_ratio(_get(agg, SUBJECT, name, "mbs"), _get(agg, b, name, "mbs")) for b in others]
+        limit = climit if kinds.get(name) == "consume" else plimit
+        cells.append(_ratio(_get(agg, SUBJECT, name, "mbs"), limit))
+        out.append("| " + " | ".join(cells) + " |")
+    mixed = "mixed produce+consume"
+    if any(_get(agg, b, mixed, "consume_mbs") for b in brokers):
+        out.append("")
+        out.append("Mixed workload, consumer side (MB/s, from its start until it has read everything): " + ", ".join(
+            f"{b} {_fmt(_get(agg, b, mixed, 'consume_mbs'))}" for b in brokers) + ".")
+    if base:
+        out.append("")
+        out.append(f"Physical baseline (median MB/s): loopback TCP {base['loopback_mbs']:,.0f}, file append "
+                   f"{base['append_mbs']:,.0f}, file read {base['read_mbs']:,.0f}; produce figures are compared with "
+                   f"min(loopback, append) = {plimit:,.0f}, the consumer with min(loopback, read) = {climit:,.0f}.")
+
+    out.append("\n### Latency, start-up, memory, recovery (lower is better; ratios < 1 favour Odradek)\n")
+    out.append("| measure | " + " | ".join(brokers) + " | " + " | ".join(f"{SUBJECT}/{b}" for b in others) + " |")
+    out.append("|" + "---|" * (1 + len(brokers) + len(others)))
+
+    def row(label: str, workload: str, key: str, unit: str, digits: int = 1) -> None:
+        vals = [_get(agg, b, workload, key) for b in brokers]
+        if all(v is None for v in vals):
+            return
+        cells = [label] + [f"{_fmt(v, digits)} {unit}" if v is not None else "–" for v in vals]
+        cells += [_ratio(vals[0], _get(agg, b, workload, key)) for b in others]
+        out.append("| " + " | ".join(cells) + " |")
+
+    for name in [n for n in agg.get(SUBJECT, {}) if kinds.get(n) == "latency"]:
+        for key in ("p50_ms", "p99_ms", "p999_ms", "max_ms"):
+            row(f"{name}: {key[:-3]}", name, key, "ms", 2)
+        row(f"{name}: achieved rate", name, "achieved_rps", "rec/s", 0)
+    row("start-up: process start -> first ApiVersions answer", "start-up", "seconds", "s", 2)
+    row("idle RSS (1 s after start-up)", "start-up", "idle_rss_mb", "MB")
+    row("peak RSS (VmHWM over the run)", "peak RSS", "peak_rss_mb", "MB")
+    row("recovery of the unclean catch-up log: restart -> ListOffsets complete", "recovery after kill -9", "seconds",
+        "s", 2)
+    row("recovery: restart -> first ApiVersions answer", "recovery after kill -9", "api_seconds", "s", 2)
+    row("recovered log size", "recovery after kill -9", "log_bytes", "B", 0)
+
+    loops = [(n, m["loop"]) for n, m in agg.get(SUBJECT, {}).items() if isinstance(m.get("loop"), dict)]
+    if loops:
+        out.append("\n### Odradek event-loop stalls per workload (`ODRADEK_LOOP_MONITOR`)\n")
+        out.append("Longest single task step in wall-clock time (the loop serves nothing else meanwhile) and in "
+                   "the broker thread's CPU time (the difference is time the OS ran other processes in the middle "
+                   "of the step), p99/p99.9 of wall-clock step durations (0.1 ms buckets, upper edge), the longest "
+                   "garbage-collector pause, and the task with the longest CPU step.\n")
+        out.append("| workload | max step ms | max step CPU ms | p99 ms | p99.9 ms | max GC pause ms | longest CPU step in |")
+        out.append("|---|---|---|---|---|---|---|")
+        for name, lp in loops:
+            out.append(f"| {name} | {lp['max_ms']:.2f} | {lp.get('max_cpu_ms', 0.0):.2f} | {lp['p99_ms']:.1f} | "
+                       f"{lp['p999_ms']:.1f} | {lp.get('gc_max_ms', 0.0):.2f} | `{lp.get('max_cpu_task') or lp['max_task']}` |")
+    return "\n".join(out)
+
+
+def summary_text(data: dict) -> str:
+    lines = ["", "targets:"]
+    for goal, measured, target, met in targets(data):
+        lines.append(f"  {goal}: {measured} (target {target}) met={met}")
+    return "\n".join(lines)
+
+
+def plots(data: dict, out_dir: Path, stem: str) -> list[Path]:
+    """Throughput, latency and CPU bar charts (PNG); [] when matplotlib is missing."""
+    try:
+        import matplotlib
+
+        matplotlib.use("Agg")
+        import matplotlib.pyplot as plt
+    except ImportError:
+        return []
+    agg = data["aggregate"]
+    kinds = _kinds(data)
+    brokers = [b for b in [SUBJECT, REF] if b in agg] + [b for b in agg if b not in (SUBJECT, REF)]
+    names = [n for n in agg.get(SUBJECT, {}) if kinds.get(n) in ("produce", "consume", "mixed")]
+    files = []
+    out_dir.mkdir(parents=True, exist_ok=True)
+    for key, label, fname in (("mbs", "MB/s (payload)", "throughput"), ("cpu_s_per_gb", "broker CPU s per GB", "cpu")):
+        fig, ax = plt.subplots(figsize=(10, 4.5))
+        width = 0.8 / len(brokers)
+        for i, b in enumerate(brokers):
+            vals = [_get(agg, b, n, key) or 0 for n in names]
+            ax.bar([x + i * width for x in range(len(names))], vals, width, label=b)
+        ax.set_xticks([x + width * (len(brokers) - 1) / 2 for x in range(len(names))])
+        ax.set_xticklabels(names, rotation=30, ha="right", fontsize=8)
+        ax.set_ylabel(label)
+        ax.legend()
+        ax.set_title(f"{label}, median of {data['profile']['runs']} runs")
+        fig.tight_layout()
+        path = out_dir / f"{stem}-{fname}.png"
+        fig.savefig(path, dpi=90)
+        plt.close(fig)
+        files.append(path)
+    lat = [n for n in agg.get(SUBJECT, {}) if kinds.get(n) == "latency"]
+    if lat:
+        fig, ax = plt.subplots(figsize=(6, 4))
+        keys = ["p50_ms", "p99_ms", "p999_ms"]
+        width = 0.8 / len(brokers)
+        for i, b in enumerate(brokers):
+            ax.bar([x + i * width for x in range(len(keys))], [_get(agg, b, lat[0], k) or 0 for k in keys], width, label=b)
+        ax.set_xticks([x + width * (len(brokers) - 1) / 2 for x in range(len(keys))])
+        ax.set_xticklabels(["p50", "p99", "p99.9"])
+        ax.set_ylabel("ms, producer timestamp -> consumer receipt")
+        ax.set_title(lat[0])
+        ax.legend()
+        fig.tight_layout()
+        path = out_dir / f"{stem}-latency.png"
+        fig.savefig(path, dpi=90)
+        plt.close(fig)
+        files.append(path)
+    return files
+
+
+def write_report(data: dict[str, Any], output: Path) -> None:
+    """docs/performance.md (or `output`) plus PNGs in an `img/` dir next to it."""
+    m = data["machine"]
+    images = plots(data, output.parent / "img", output.stem)
+    prof = data["profile"]
+    lines = [
+        "# Performance: Odradek next to Apache Kafka",
+        "",
+        "Generated by `benchmarks/runner.py` (issue #12). Regenerate the numbers with",
+        "",
+        f"    {data['command']}",
+        "",
+        "and only the page and plots from the saved results with",
+        "",
+        "    python benchmarks/runner.py --report-only benchmarks/results/perf-full.json --output docs/performance.md",
+        "",
+        "## Machine and method",
+        "",
+        f"* {m['cpu']}, {m['nproc']} cores, {m['mem_mb']:,} MB RAM, Linux {m['kernel']}, Python {m['python']}, "
+        f"{m['java']}, {m['kcat']} with librdkafka (confluent-kafka {m['librdkafka_py']} for the latency test).",
+        f"* Run started {data['started']}, took {data['seconds'] / 60:.0f} min; load average "
+        f"{m['load_start'][0]:.1f} at the start and {m.get('load_end', [0])[0]:.1f} at the end. The machine is "
+        "shared with other engineers' test runs, so absolute figures carry noise; brokers alternate within "
+        "each run, so the ratios are fairer than the absolute numbers.",
+        f"* Mode `{data['mode']}`, {prof['runs']} runs, scale {data['scale']}: every figure is the median over runs. "
+        f"Produce workloads send {prof['produce_bytes'] * data['scale'] / 2**20:.0f} MiB each; the catch-up "
+        f"topic holds {prof['catchup_bytes'] * data['scale'] / 2**20:.0f} MiB of 1 KiB records (6 partitions); "
+        f"the mixed workload {prof['mixed_bytes'] * data['scale'] / 2**20:.0f} MiB.",
+        "* Brokers: Odradek (`python -m odradek serve`, defaults: `odradek.record.validation=crc`) and Apache Kafka "
+        "4.1.1 in KRaft mode (one broker+controller process, its stock JVM options: G1, 1 GiB heap), each on a "
+        "fresh log dir, neither fsyncs per write (Kafka's defaults). Both run on the same 2 cores as the load.",
+        "* Load: `kcat -P` processes (one connection each, librdkafka defaults: linger.ms=5, batch.size=1 MB, "
+        "sticky partitioning) send a fixed number of records read from a file; time = start of the processes "
+        "until all have exited (every record acknowledged); the record count in the topic is checked with "
+        "ListOffsets afterwards. Consumer: `kcat -C -o beginning -e`. Base workload: 1 KiB records, acks=1, "
+        "6 partitions, no compression, 1 connection; every other row varies one factor.",
+        "* Latency: a confluent-kafka producer process paced at the given rate (linger.ms=1, acks=1) writes "
+        "`time.time_ns()` into each value; a consumer process (fetch.wait.max.ms=100) subtracts it from the "
+        "time its poll returned the record. The first 5% of samples are dropped (warm-up).",
+        "* CPU s/GB: utime+stime of the broker process (/proc/<pid>/stat) during the workload per GB of payload "
+        "(mixed: per GB produced + consumed). RSS from /proc/<pid>/status. Start-up: process start until the "
+        "first ApiVersions answer (Kafka: storage already formatted). Recovery: SIGKILL right after the "
+        "catch-up, restart on the same dir, time until ListOffsets reports the whole topic.",
+        "",
+        "## Targets",
+        "",
+        "| goal | measured | target | met |",
+        "|---|---|---|---|",
+    ]
+    lines += [f"| {g} | {ms} | {t} | {ok} |" for g, ms, t, ok in targets(data)]
+    lines += ["", "## Results", "", tables(data), ""]
+    if images:
+        lines += ["## Plots", ""]
+        lines += [f"![{p.stem}](img/{p.name})" for p in images]
+        lines.append("")
+    notes = data.get("notes")
+    if notes:
+        lines += ["## Notes", "", notes, ""]
+    output.parent.mkdir(parents=True, exist_ok=True)
+    output.write_text("\n".join(lines))

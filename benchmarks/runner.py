@@ -1,0 +1,848 @@
+"""End-to-end broker benchmark: Odradek next to Apache Kafka (and any other broker) on one machine.
+
+Run::
+
+    python benchmarks/runner.py --quick                 # a few minutes: a subset, one run each
+    python benchmarks/runner.py --full --output docs/performance.md   # the committed report
+    python benchmarks/runner.py --report-only benchmarks/results/perf-full.json --output docs/performance.md
+
+Every broker is a separate process started by the runner; load comes from other processes at C
+speed: ``kcat`` (librdkafka) producers and consumers, one process per connection, and
+confluent-kafka (librdkafka) processes for the paced latency test. Per broker and run the runner:
+
+* starts the broker on a fresh log dir and times process start -> first answered ApiVersions;
+  reads its idle RSS (/proc/<pid>/status) a second later;
+* runs the produce matrix (record size, acks, partitions, compression, connections; one factor
+  varied at a time around a 1 KiB / acks=1 / 6 partitions / no compression / 1 connection base),
+  each on a new topic, with a fixed number of bytes: records/s, MB/s (payload bytes, 10^6),
+  broker CPU seconds per GB from /proc/<pid>/stat;
+* produces the catch-up topic and times a consumer reading it from offset 0 to its end;
+* kills the broker (SIGKILL) and times the restart until ListOffsets shows the whole topic again
+  (recovery of the unclean log);
+* a mixed steady state (producer and a tailing consumer together) and a latency test (paced
+  producer, consumer timing producer timestamp -> receipt);
+* peak RSS (VmHWM) and, for Odradek, event-loop stalls (``odradek.loop_monitor``) per workload.
+
+Brokers are run one after the other within each repetition (odradek, kafka, odradek, ...), so
+slow drifts of the shared machine's load hit all of them alike; figures are medians over runs.
+A physical baseline (loopback TCP between two processes, sequential file append/read of the same
+number of bytes) is measured in every repetition too. ``--broker-cmd NAME=CMD`` adds any broker:
+CMD is a shell command with ``{port}`` and ``{log_dir}`` placeholders.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import platform
+import random
+import shlex
+import shutil
+import signal
+import socket
+import statistics
+import struct
+import subprocess
+import sys
+import tempfile
+import time
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any
+
+REPO = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(REPO / "compat-tests"))
+
+MB = 1_000_000
+MIB = 1 << 20
+CLK_TCK = os.sysconf("SC_CLK_TCK")
+KCAT = shutil.which("kcat") or shutil.which("kafkacat") or "kcat"
+
+# Kafka's own start scripts (kafka-server-start.sh / kafka-run-class.sh) use these JVM settings;
+# the compat-test oracle trades them for start-up speed, which would not be a fair comparison.
+KAFKA_STOCK_JVM_OPTS = (
+    "-Xmx1G", "-Xms1G", "-server", "-XX:+UseG1GC", "-XX:MaxGCPauseMillis=20",
+    "-XX:InitiatingHeapOccupancyPercent=35", "-XX:+ExplicitGCInvokesConcurrent",
+    "-XX:MaxInlineLevel=15", "-Djava.awt.headless=true",
+)
+
+
+# ---------------------------------------------------------------------------------------------
+# Workloads and profiles
+# ---------------------------------------------------------------------------------------------
+
+@dataclass(frozen=True)
+class Produce:
+    """One produce workload: `bytes_` payload bytes of `size`-byte records over `conns` kcats."""
+
+    name: str
+    size: int = 1024
+    acks: str = "1"
+    partitions: int = 6
+    compression: str = "none"
+    conns: int = 1
+    mbytes: float = 1.0  # multiple of the profile's produce_bytes
+
+
+BASE = Produce("1KiB base")
+PRODUCE_MATRIX = (
+    BASE,
+    Produce("100B", size=100),
+    Produce("100KiB", size=100 * 1024),
+    Produce("acks=all", acks="all"),
+    Produce("1 partition", partitions=1),
+    Produce("100 partitions", partitions=100),
+    Produce("lz4", compression="lz4"),
+    Produce("50 connections", conns=50),
+)
+QUICK_MATRIX = (BASE, Produce("100B", size=100), Produce("100KiB", size=100 * 1024), Produce("lz4", compression="lz4"))
+
+
+@dataclass
+class Profile:
+    """How much work each part of a run does."""
+
+    runs: int
+    produce_bytes: int
+    catchup_bytes: int
+    mixed_bytes: int
+    latency_seconds: float
+    latency_rate: int
+    matrix: tuple[Produce, ...]
+    baseline_bytes: int
+
+
+PROFILES = {
+    "full": Profile(runs=3, produce_bytes=128 * MIB, catchup_bytes=1024 * MIB, mixed_bytes=128 * MIB,
+                    latency_seconds=10, latency_rate=10_000, matrix=PRODUCE_MATRIX, baseline_bytes=1024 * MIB),
+    "quick": Profile(runs=1, produce_bytes=48 * MIB, catchup_bytes=192 * MIB, mixed_bytes=48 * MIB,
+                     latency_seconds=6, latency_rate=10_000, matrix=QUICK_MATRIX, baseline_bytes=192 * MIB),
+}
+
+
+# ---------------------------------------------------------------------------------------------
+# Process helpers
+# ---------------------------------------------------------------------------------------------
+
+def proc_cpu_seconds(pid: int) -> float:
+    """utime + stime of a process and its reaped children (Linux /proc, clock ticks -> s)."""
+    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / CLK_TCK
+
+
+def proc_status_kb(pid: int, key: str) -> int:
+    """A kB value of /proc/<pid>/status (VmRSS, VmHWM)."""
+    for line in Path(f"/proc/{pid}/status").read_text().splitlines():
+        if line.startswith(key + ":"):
+            return int(line.split()[1])
+    return 0
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+_API_VERSIONS_V0 = struct.pack(">hhih", 18, 0, 7, 5) + b"bench"
+
+
+def api_versions_answered(port: int, timeout: float = 0.5) -> bool:
+    """True if the broker answers an ApiVersions v0 request (any error code counts: it answered)."""
+    try:
+        with socket.create_connection(("127.0.0.1", port), timeout=timeout) as s:
+            s.sendall(struct.pack(">i", len(_API_VERSIONS_V0)) + _API_VERSIONS_V0)
+            head = b""
+            while len(head) < 8:
+                chunk = s.recv(8 - len(head))
+                if not chunk:
+                    return False
+                head += chunk
+            return struct.unpack(">ii", head)[1] == 7
+    except OSError:
+        return False
+
+
+# ---------------------------------------------------------------------------------------------
+# Brokers under test
+# ---------------------------------------------------------------------------------------------
+
+class Target:
+    """A broker subprocess: start (timed to the first ApiVersions answer), kill, restart, stop."""
+
+    name = "broker"
+
+    def __init__(self, workdir: Path) -> None:
+        self.workdir = workdir
+        workdir.mkdir(parents=True, exist_ok=True)
+        self.log_dir = workdir / "data"
+        self.port = free_port()
+        self.proc: subprocess.Popen[bytes] | None = None
+        self.console = workdir / "console.log"
+        self.loop_file: Path | None = None
+
+    @property
+    def bootstrap(self) -> str:
+        return f"127.0.0.1:{self.port}"
+
+    @property
+    def pid(self) -> int:
+        assert self.proc is not None
+        return self.proc.pid
+
+    def command(self) -> list[str]:
+        raise NotImplementedError
+
+    def prepare(self) -> None:
+        """Anything that must exist before the process starts (not timed)."""
+        self.log_dir.mkdir(parents=True, exist_ok=True)
+
+
+    def env(self) -> dict[str, str]:
+        return dict(os.environ)
+
+    def start(self, timeout: float = 180.0) -> float:
+        """Start and return seconds from process start to the first answered ApiVersions."""
+        self.prepare()
+        with self.console.open("ab") as out:
+            t0 = time.perf_counter()
+            self.proc = subprocess.Popen(self.command(), stdout=out, stderr=subprocess.STDOUT,
+                                         stdin=subprocess.DEVNULL, env=self.env(), cwd=self.workdir,
+                                         start_new_session=True)
+        while True:
+            if api_versions_answered(self.port):
+                return time.perf_counter() - t0
+            if self.proc.poll() is not None:
+                raise RuntimeError(f"{self.name} exited during start; see {self.console}")
+            if time.perf_counter() - t0 > timeout:
+                self.kill()
+                raise RuntimeError(f"{self.name} did not answer ApiVersions in {timeout}s")
+            time.sleep(0.002)
+
+    def kill(self) -> None:
+        if self.proc is not None and self.proc.poll() is None:
+            self.proc.kill()
+            self.proc.wait()
+
+    def stop(self, timeout: float = 120.0) -> None:
+        if self.proc is not None and self.proc.poll() is None:
+            self.proc.send_signal(signal.SIGTERM)
+            try:
+                self.proc.wait(timeout)
+            except subprocess.TimeoutExpired:
+                self.kill()
+
+
+def compile_package(src: Path | None) -> Path:
+    """Byte-compile the odradek package to run (an installed package ships .pyc files; without
+    them, e.g. under PYTHONDONTWRITEBYTECODE=1, every start would compile all modules again)."""
+    import compileall
+    import importlib.util
+
+    if src is None:
+        spec = importlib.util.find_spec("odradek")
+        assert spec is not None and spec.submodule_search_locations
+        src = Path(list(spec.submodule_search_locations)[0])
+    compileall.compile_dir(str(src), quiet=1, rx=__import__("re").compile(r"/(tests|compat-tests|artifacts|docs)/"))
+    return src
+
+
+class OdradekTarget(Target):
+    name = "odradek"
+
+    def __init__(self, workdir: Path) -> None:
+        super().__init__(workdir)
+        self.loop_file = workdir / "loop.jsonl"
+
+    def command(self) -> list[str]:
+        return [sys.executable, "-m", "odradek", "serve",
+                "--override", f"listeners=PLAINTEXT://127.0.0.1:{self.port}",
+                "--override", f"log.dirs={self.log_dir}"]
+
+    #: A directory named ``odradek`` holding the package to run instead of the installed one
+    #: (e.g. an exported commit, so other people's uncommitted edits do not end up measured).
+    src: Path | None = None
+
+    def env(self) -> dict[str, str]:
+        env = dict(os.environ)
+        env["ODRADEK_LOOP_MONITOR"] = str(self.loop_file)
+        if self.src is not None:
+            env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(self.src.parent), env.get("PYTHONPATH")]))
+        return env
+
+
+class KafkaTarget(Target):
+    """Apache Kafka (jars from .cache via compat-tests/kafka_oracle.py) with its stock JVM options."""
+
+    name = "kafka"
+
+    def __init__(self, workdir: Path, version: str = "4.1.1") -> None:
+        super().__init__(workdir)
+        from kafka_oracle import KafkaBroker
+
+        self.oracle = KafkaBroker(workdir, version=version, port=self.port,
+                                  overrides={"log.dirs": str(self.log_dir)})
+
+    def prepare(self) -> None:
+        self.oracle._prepare()  # server.properties + storage format (not part of the start-up time)
+
+    def command(self) -> list[str]:
+        from kafka_oracle import _log_config_args, java_bin, kafka_classpath
+
+        version = self.oracle.version
+        return [java_bin("java"), *KAFKA_STOCK_JVM_OPTS,
+                *_log_config_args(version, self.workdir / "server.log"),
+                "-cp", kafka_classpath(version), "kafka.Kafka", str(self.oracle.properties_file)]
+
+
+class CommandTarget(Target):
+    """Any broker started by a shell command with {port} and {log_dir} placeholders."""
+
+    def __init__(self, workdir: Path, name: str, template: str) -> None:
+        super().__init__(workdir)
+        self.name = name
+        self.template = template
+
+    def command(self) -> list[str]:
+        return shlex.split(self.template.format(port=self.port, log_dir=self.log_dir))
+
+
+# ---------------------------------------------------------------------------------------------
+# Load generation
+# ---------------------------------------------------------------------------------------------
+
+def payload_file(cache: Path, size: int, count: int) -> Path:
+    """`count` newline-separated records of `size` bytes of word-like text (lz4 gets ~2x on it)."""
+    path = cache / f"records-{size}-{count}.txt"
+    if path.is_file() and path.stat().st_size == (size + 1) * count:
+        return path
+    rng = random.Random(size)
+    words = [bytes(rng.choice(b"abcdefghijklmnopqrstuvwxyz") for _ in range(rng.randint(2, 9))) for _ in range(2000)]
+    pool = b" ".join(rng.choice(words) for _ in range(400_000))
+    pool = pool * (1 + (2 * size) // len(pool))
+    limit = len(pool) - size
+    tmp = path.with_suffix(".tmp")
+    with tmp.open("wb") as out:
+        chunk: list[bytes] = []
+        for i in range(count):
+            start = rng.randrange(limit)
+            chunk.append(pool[start:start + size])
+            if len(chunk) >= 4096 or i == count - 1:
+                out.write(b"\n".join(chunk) + b"\n")
+                chunk = []
+    tmp.rename(path)
+    return path
+
+
+def admin_create_topic(bootstrap: str, topic: str, partitions: int, timeout: float = 60.0) -> None:
+    """Create a topic and wait until every partition has a leader in Metadata."""
+    from confluent_kafka.admin import AdminClient, NewTopic
+
+    admin = AdminClient({"bootstrap.servers": bootstrap})
+    deadline = time.monotonic() + timeout
+    while True:
+        fut = admin.create_topics([NewTopic(topic, partitions, 1)], operation_timeout=30)[topic]
+        try:
+            fut.result(30)
+            break
+        except Exception as exc:  # a just-started broker may not be able to create topics yet
+            if "TOPIC_ALREADY_EXISTS" in str(exc) or time.monotonic() > deadline:
+                if "TOPIC_ALREADY_EXISTS" in str(exc):
+                    break
+                raise
+            time.sleep(0.5)
+    while time.monotonic() < deadline:
+        md = admin.list_topics(topic, timeout=10).topics.get(topic)
+        if md is not None and md.error is None and len(md.partitions) == partitions and all(
+                p.leader >= 0 for p in md.partitions.values()):
+            return
+        time.sleep(0.2)
+    raise RuntimeError(f"topic {topic} has no leaders after {timeout}s")
+
+
+def warm_up_group_coordinator(bootstrap: str) -> None:
+    """Find a group coordinator once, so that creating __consumer_offsets (50 partitions, on first
+    use in both brokers) happens before, not during, a measured workload."""
+    from confluent_kafka import Consumer, TopicPartition
+
+    c = Consumer({"bootstrap.servers": bootstrap, "group.id": "bench-warm-up"})
+    try:
+        c.list_topics(timeout=30)
+        # OffsetFetch goes to the group coordinator, which makes the broker create the topic
+        c.committed([TopicPartition("bench-warm-up", 0)], timeout=60)
+        deadline = time.monotonic() + 60
+        while time.monotonic() < deadline:
+            md = c.list_topics("__consumer_offsets", timeout=10).topics.get("__consumer_offsets")
+            if md is not None and md.error is None and md.partitions:
+                break
+            time.sleep(0.5)
+    finally:
+        c.close()
+
+
+def end_offsets(bootstrap: str, topic: str, timeout: float = 10.0) -> int:
+    """Sum of the partitions' latest offsets (ListOffsets), or -1 if the broker cannot answer yet."""
+    from odradek.tools.client import KafkaClient
+
+    try:
+        with KafkaClient(bootstrap, timeout=timeout) as client:
+            info = client.topic(topic, wait_s=0)
+            offsets = client.list_offsets(info, range(len(info.partitions)), -1)
+            return sum(int(getattr(v, "offset", v)) for v in offsets.values())
+    except Exception:
+        return -1
+
+
+def kcat_producers(bootstrap: str, topic: str, w: Produce, total_bytes: int, cache: Path,
+                   logs: Path) -> tuple[float, int]:
+    """Run `w.conns` kcat producers to completion; (seconds, records acknowledged by count)."""
+    records = max(w.conns, total_bytes // w.size)
+    per = records // w.conns
+    records = per * w.conns
+    data = payload_file(cache, w.size, per)
+    cmd = [KCAT, "-P", "-b", bootstrap, "-t", topic, "-l", "-c", str(per),
+           "-X", f"acks={w.acks}", "-X", f"compression.codec={w.compression}",
+           "-X", "queue.buffering.max.kbytes=262144", str(data)]
+    procs = []
+    t0 = time.perf_counter()
+    for i in range(w.conns):
+        err = (logs / f"kcat-p{i}.err").open("w")
+        procs.append((subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=err), err))
+    failed = 0
+    for p, err in procs:
+        failed += p.wait() != 0
+        err.close()
+    elapsed = time.perf_counter() - t0
+    if failed:
+        raise RuntimeError(f"{failed} kcat producers failed; see {logs}/kcat-p*.err")
+    return elapsed, records
+
+
+def kcat_consumer(bootstrap: str, topic: str, count: int, logs: Path, tail: bool = False) -> subprocess.Popen[bytes]:
+    """A kcat consumer from offset 0: to the end of the topic (-e) or, tailing, until `count` records."""
+    cmd = [KCAT, "-C", "-b", bootstrap, "-t", topic, "-o", "beginning", "-q"]
+    cmd += ["-c", str(count)] if tail else ["-e"]
+    return subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=(logs / "kcat-c.err").open("w"))
+
+
+# ---------------------------------------------------------------------------------------------
+# Latency: paced confluent-kafka producer + consumer in their own processes
+# ---------------------------------------------------------------------------------------------
+
+def latency_producer(bootstrap: str, topic: str, rate: int, seconds: float, size: int) -> None:
+    """Produce `rate` records/s for `seconds`; each value starts with time.time_ns() at produce()."""
+    from confluent_kafka import Producer
+
+    p = Producer({"bootstrap.servers": bootstrap, "linger.ms": 1, "acks": 1})
+    pad = b"x" * (size - 8)
+    total = int(rate * seconds)
+    t0 = time.perf_counter()
+    sent = 0
+    while sent < total:
+        due = min(total, int((time.perf_counter() - t0) * rate) + 1)
+        while sent < due:
+            p.produce(topic, struct.pack(">q", time.time_ns()) + pad)
+            sent += 1
+        p.poll(0)
+        time.sleep(0.0005)
+    p.flush(30)
+    print(json.dumps({"sent": sent, "seconds": time.perf_counter() - t0}))
+
+
+def latency_consumer(bootstrap: str, topic: str, partitions: int, expected: int, timeout: float) -> None:
+    """Read from offset 0 until `expected` records; print latency percentiles (ms) as JSON."""
+    from confluent_kafka import OFFSET_BEGINNING, Consumer, TopicPartition
+
+    c = Consumer({"bootstrap.servers": bootstrap, "group.id": "bench-latency", "enable.auto.commit": False,
+                  "fetch.wait.max.ms": 100, "fetch.min.bytes": 1})
+    c.assign([TopicPartition(topic, p, OFFSET_BEGINNING) for p in range(partitions)])
+    lat: list[int] = []
+    deadline = time.monotonic() + timeout
+    print("ready", flush=True)
+    while len(lat) < expected and time.monotonic() < deadline:
+        msgs = c.consume(num_messages=1000, timeout=0.05)
+        now = time.time_ns()
+        for m in msgs:
+            if m.error() is None:
+                lat.append(now - struct.unpack_from(">q", m.value())[0])
+    c.close()
+    skip = len(lat) // 20  # the first 5%: connection set-up and client warm-up
+    data = sorted(lat[skip:])
+
+    def pct(q: float) -> float:
+        return data[min(len(data) - 1, int(q * len(data)))] / 1e6 if data else float("nan")
+
+    print(json.dumps({"received": len(lat), "p50_ms": pct(0.5), "p99_ms": pct(0.99), "p999_ms": pct(0.999),
+                      "max_ms": data[-1] / 1e6 if data else float("nan")}))
+
+
+# ---------------------------------------------------------------------------------------------
+# Physical baseline
+# ---------------------------------------------------------------------------------------------
+
+def _loopback_receiver(port: int, total: int) -> None:
+    with socket.create_server(("127.0.0.1", port)) as srv:
+        print("ready", flush=True)
+        conn, _ = srv.accept()
+        buf = bytearray(4 * MIB)
+        got = 0
+        while got < total:
+            n = conn.recv_into(buf)
+            if not n:
+                break
+            got += n
+        conn.close()
+
+
+def physical_baseline(total: int, workdir: Path) -> dict[str, float]:
+    """MB/s of loopback TCP between two processes and of sequential file append / read (no fsync)."""
+    port = free_port()
+    recv = subprocess.Popen([sys.executable, __file__, "_loopback", str(port), str(total)],
+                            stdout=subprocess.PIPE, text=True)
+    assert recv.stdout is not None
+    recv.stdout.readline()
+    chunk = memoryview(os.urandom(MIB))
+    with socket.create_connection(("127.0.0.1", port)) as s:
+        t0 = time.perf_counter()
+        for _ in range(total // MIB):
+            s.sendall(chunk)
+        s.shutdown(socket.SHUT_WR)
+        recv.wait()
+        loop_s = time.perf_counter() - t0
+    path = workdir / "baseline.bin"
+    fd = os.open(path, os.O_CREAT | os.O_WRONLY | os.O_TRUNC, 0o644)
+    t0 = time.perf_counter()
+    for _ in range(total // MIB):
+        os.write(fd, chunk)
+    os.close(fd)
+    append_s = time.perf_counter() - t0
+    buf = bytearray(MIB)
+    fd = os.open(path, os.O_RDONLY)
+    t0 = time.perf_counter()
+    while os.readv(fd, [buf]):
+        pass
+    read_s = time.perf_counter() - t0
+    os.close(fd)
+    path.unlink()
+    return {"loopback_mbs": total / loop_s / MB, "append_mbs": total / append_s / MB, "read_mbs": total / read_s / MB}
+
+
+# ---------------------------------------------------------------------------------------------
+# One broker, one repetition
+# ---------------------------------------------------------------------------------------------
+
+@dataclass
+class Result:
+    broker: str
+    run: int
+    workload: str
+    kind: str
+    metrics: dict[str, Any] = field(default_factory=dict)
+
+
+class Session:
+    """Drives one broker through every workload of a repetition, collecting Results."""
+
+    def __init__(self, target: Target, profile: Profile, run: int, cache: Path, scale: float) -> None:
+        self.t = target
+        self.p = profile
+        self.run = run
+        self.cache = cache
+        self.scale = scale
+        self.results: list[Result] = []
+        self.logs = target.workdir / "logs"
+        self.logs.mkdir(parents=True, exist_ok=True)
+        self.topic_seq = 0
+
+    def _bytes(self, n: int) -> int:
+        return max(64 * 1024, int(n * self.scale))
+
+    def _topic(self, label: str) -> str:
+        self.topic_seq += 1
+        return f"bench-{self.topic_seq}-" + "".join(c if c.isalnum() else "-" for c in label)
+
+    def _loop_stats(self, start: float, end: float) -> dict[str, Any]:
+        if self.t.loop_file is None:
+            return {}
+        from odradek.loop_monitor import read_window, summarize
+
+        time.sleep(1.1)  # let the monitor write the line covering the end of the window
+        return {"loop": summarize(read_window(self.t.loop_file, start, end))}
+
+    def add(self, workload: str, kind: str, **metrics: Any) -> None:
+        self.results.append(Result(self.t.name, self.run, workload, kind, metrics))
+        shown = {k: (round(v, 3) if isinstance(v, float) else v) for k, v in metrics.items() if k != "loop"}
+        if "loop" in metrics:
+            shown["loop_max_ms"] = metrics["loop"]["max_ms"]
+        print(f"  [{self.t.name} run {self.run}] {workload}: {shown}", flush=True)
+
+    def produce(self, w: Produce, total: int | None = None, topic: str | None = None) -> None:
+        total = self._bytes(int(self.p.produce_bytes * w.mbytes)) if total is None else total
+        topic = topic or self._topic(w.name)
+        admin_create_topic(self.t.bootstrap, topic, w.partitions)
+        cpu0, wall0 = proc_cpu_seconds(self.t.pid), time.time()
+        elapsed, records = kcat_producers(self.t.bootstrap, topic, w, total, self.cache, self.logs)
+        cpu = proc_cpu_seconds(self.t.pid) - cpu0
+        nbytes = records * w.size
+        stored = end_offsets(self.t.bootstrap, topic)
+        if stored != records:
+            raise RuntimeError(f"{self.t.name}: {topic} holds {stored} records, {records} were produced")
+        self.add(w.name, "produce", mbs=nbytes / elapsed / MB, rps=records / elapsed, seconds=elapsed,
+                 cpu_s_per_gb=cpu / (nbytes / 1e9), bytes=nbytes, **self._loop_stats(wall0, time.time()))
+
+    def catchup(self) -> str:
+        """Produce the catch-up topic, then time a consumer reading all of it from offset 0."""
+        w = Produce("catch-up produce (1KiB, 6p)")
+        topic = self._topic("catchup")
+        total = self._bytes(self.p.catchup_bytes)
+        self.produce(w, total, topic)
+        records = total // w.size
+        cpu0, wall0 = proc_cpu_seconds(self.t.pid), time.time()
+        t0 = time.perf_counter()
+        c = kcat_consumer(self.t.bootstrap, topic, records, self.logs)
+        if c.wait() != 0:
+            raise RuntimeError(f"catch-up consumer failed; see {self.logs}/kcat-c.err")
+        elapsed = time.perf_counter() - t0
+        cpu = proc_cpu_seconds(self.t.pid) - cpu0
+        nbytes = records * w.size
+        self.add("consumer catch-up from 0", "consume", mbs=nbytes / elapsed / MB, rps=records / elapsed,
+                 seconds=elapsed, cpu_s_per_gb=cpu / (nbytes / 1e9), bytes=nbytes,
+                 **self._loop_stats(wall0, time.time()))
+        return topic
+
+    def recovery(self, topic: str) -> None:
+        """kill -9, restart on the same log dir; time to ApiVersions and to the topic's full end offsets."""
+        expected = self._bytes(self.p.catchup_bytes) // 1024
+        self.t.kill()
+        t0 = time.perf_counter()
+        api = self.t.start()
+        while end_offsets(self.t.bootstrap, topic, timeout=2) != expected:
+            if time.perf_counter() - t0 > 600:
+                raise RuntimeError("recovery did not complete in 600 s")
+            time.sleep(0.01)
+        self.add("recovery after kill -9", "recovery", seconds=time.perf_counter() - t0, api_seconds=api,
+                 log_bytes=expected * 1024)
+
+    def mixed(self) -> None:
+        """Producer at full speed and a consumer tailing the same topic, started together."""
+        w = Produce("mixed")
+        topic = self._topic("mixed")
+        total = self._bytes(self.p.mixed_bytes)
+        records = total // w.size
+        admin_create_topic(self.t.bootstrap, topic, w.partitions)
+        cpu0, wall0 = proc_cpu_seconds(self.t.pid), time.time()
+        t0 = time.perf_counter()
+        c = kcat_consumer(self.t.bootstrap, topic, records, self.logs, tail=True)
+        p_elapsed, _ = kcat_producers(self.t.bootstrap, topic, w, total, self.cache, self.logs)
+        if c.wait(timeout=600) != 0:
+            raise RuntimeError("mixed consumer failed")
+        c_elapsed = time.perf_counter() - t0
+        cpu = proc_cpu_seconds(self.t.pid) - cpu0
+        nbytes = records * w.size
+        self.add("mixed produce+consume", "mixed", mbs=nbytes / p_elapsed / MB, consume_mbs=nbytes / c_elapsed / MB,
+                 rps=records / p_elapsed, cpu_s_per_gb=cpu / (2 * nbytes / 1e9), bytes=nbytes,
+                 **self._loop_stats(wall0, time.time()))
+
+    def latency(self) -> None:
+        topic = self._topic("latency")
+        partitions = 6
+        admin_create_topic(self.t.bootstrap, topic, partitions)
+        seconds = max(2.0, self.p.latency_seconds * min(1.0, self.scale * 4))
+        rate = self.p.latency_rate
+        expected = int(rate * seconds)
+        wall0 = time.time()
+        cons = subprocess.Popen([sys.executable, __file__, "_lat-consumer", self.t.bootstrap, topic, str(partitions),
+                                 str(expected), str(seconds + 60)], stdout=subprocess.PIPE, text=True)
+        assert cons.stdout is not None
+        cons.stdout.readline()
+        time.sleep(1.0)  # the consumer's first fetches are in flight before producing starts
+        prod = subprocess.run([sys.executable, __file__, "_lat-producer", self.t.bootstrap, topic, str(rate),
+                               str(seconds), "1024"], capture_output=True, text=True, check=True)
+        out = json.loads(cons.communicate(timeout=seconds + 90)[0].strip().splitlines()[-1])
+        sent = json.loads(prod.stdout.strip().splitlines()[-1])
+        self.add(f"latency 1KiB @ {rate // 1000}k rec/s", "latency", achieved_rps=sent["sent"] / sent["seconds"],
+                 **out, **self._loop_stats(wall0, time.time()))
+
+    def run_all(self) -> None:
+        t = self.t
+        start_s = t.start()
+        time.sleep(1.0)
+        idle = proc_status_kb(t.pid, "VmRSS")
+        self.add("start-up", "startup", seconds=start_s, idle_rss_mb=idle / 1024)
+        warm_up_group_coordinator(t.bootstrap)
+        hwm = 0
+        try:
+            topic = self.catchup()
+            hwm = proc_status_kb(t.pid, "VmHWM")
+            self.recovery(topic)
+            for w in self.p.matrix:
+                self.produce(w)
+            self.mixed()
+            self.latency()
+            hwm = max(hwm, proc_status_kb(t.pid, "VmHWM"))
+            self.add("peak RSS", "rss", peak_rss_mb=hwm / 1024, idle_rss_mb=idle / 1024)
+        finally:
+            t.stop()
+            t.kill()
+
+
+# ---------------------------------------------------------------------------------------------
+# Orchestration, aggregation, report
+# ---------------------------------------------------------------------------------------------
+
+def machine_info() -> dict[str, Any]:
+    cpu = "?"
+    try:
+        for line in Path("/proc/cpuinfo").read_text().splitlines():
+            if line.startswith("model name"):
+                cpu = line.split(":", 1)[1].strip()
+                break
+    except OSError:
+        pass
+    mem = 0
+    try:
+        mem = int(Path("/proc/meminfo").read_text().split()[1]) // 1024
+    except (OSError, ValueError, IndexError):
+        pass
+    kcat_v = subprocess.run([KCAT, "-V"], capture_output=True, text=True).stdout.splitlines()
+    try:
+        import confluent_kafka
+
+        lib = confluent_kafka.libversion()[0]
+    except ImportError:
+        lib = "?"
+    java = subprocess.run(["java", "-version"], capture_output=True, text=True).stderr.splitlines()
+    return {"cpu": cpu, "nproc": os.cpu_count(), "mem_mb": mem, "kernel": platform.release(),
+            "python": platform.python_version(), "kcat": " ".join(kcat_v[:1]), "librdkafka_py": lib,
+            "java": java[0] if java else "?", "load_start": os.getloadavg()}
+
+
+def aggregate(results: list[dict]) -> dict[str, dict[str, dict[str, Any]]]:
+    """broker -> workload -> metric -> median over runs (dicts such as 'loop': max of maxima, median p99)."""
+    grouped: dict[str, dict[str, list[dict]]] = {}
+    for r in results:
+        grouped.setdefault(r["broker"], {}).setdefault(r["workload"], []).append(r["metrics"])
+    out: dict[str, dict[str, dict[str, Any]]] = {}
+    for broker, wl in grouped.items():
+        for workload, runs in wl.items():
+            merged: dict[str, Any] = {"runs": len(runs)}
+            for key in runs[0]:
+                vals = [m[key] for m in runs if key in m]
+                if key == "loop":
+                    merged[key] = {"max_ms": max(v["max_ms"] for v in vals),
+                                   "max_cpu_ms": max(v.get("max_cpu_ms", 0.0) for v in vals),
+                                   "max_cpu_task": max(vals, key=lambda v: v.get("max_cpu_ms", 0.0)).get("max_cpu_task", ""),
+                                   "gc_max_ms": max(v.get("gc_max_ms", 0.0) for v in vals),
+                                   "p99_ms": statistics.median(v["p99_ms"] for v in vals),
+                                   "p999_ms": statistics.median(v["p999_ms"] for v in vals),
+                                   "max_task": max(vals, key=lambda v: v["max_ms"])["max_task"]}
+                elif all(isinstance(v, (int, float)) for v in vals):
+                    merged[key] = statistics.median(vals)
+            out.setdefault(broker, {})[workload] = merged
+    return out
+
+
+def main(argv: list[str] | None = None) -> int:
+    argv = sys.argv[1:] if argv is None else argv
+    if argv and argv[0].startswith("_"):
+        return _child(argv)
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    mode = ap.add_mutually_exclusive_group()
+    mode.add_argument("--quick", action="store_true", help="subset, one run (a few minutes)")
+    mode.add_argument("--full", action="store_true", help="whole matrix, 3 runs (~30-40 min on 2 cores)")
+    ap.add_argument("--brokers", default="odradek,kafka", help="comma list of odradek, kafka (and --broker-cmd names)")
+    ap.add_argument("--broker-cmd", action="append", default=[], metavar="NAME=CMD",
+                    help="another broker: shell command with {port} and {log_dir}")
+    ap.add_argument("--kafka-version", default="4.1.1")
+    ap.add_argument("--odradek-src", type=Path, metavar="DIR",
+                    help="run the odradek package in DIR (named odradek), e.g. `git archive HEAD` unpacked")
+    ap.add_argument("--runs", type=int, help="repetitions (default: profile's)")
+    ap.add_argument("--scale", type=float, default=1.0, help="multiply every data size (smoke tests: 0.01)")
+    ap.add_argument("--workdir", type=Path, help="where brokers' log dirs go (default: a temp dir, removed)")
+    ap.add_argument("--json", type=Path, help="write raw results here (default: benchmarks/results/perf-<mode>.json)")
+    ap.add_argument("--output", type=Path, help="write the Markdown report (and plots next to it)")
+    ap.add_argument("--report-only", type=Path, metavar="JSON", help="only regenerate the report from saved results")
+    args = ap.parse_args(argv)
+    if args.report_only:
+        from report import write_report
+
+        data = json.loads(args.report_only.read_text())
+        write_report(data, args.output or REPO / "docs" / "performance.md")
+        return 0
+    mode_name = "full" if args.full else "quick"
+    profile = PROFILES[mode_name]
+    runs = args.runs or profile.runs
+    extra = dict(item.split("=", 1) for item in args.broker_cmd)
+    brokers = [b for b in args.brokers.split(",") if b] + [n for n in extra if n not in args.brokers.split(",")]
+    workroot = args.workdir or Path(tempfile.mkdtemp(prefix="odradek-bench-"))
+    workroot.mkdir(parents=True, exist_ok=True)
+    cache = REPO / ".cache" / "bench"
+    cache.mkdir(parents=True, exist_ok=True)
+    command = "python benchmarks/runner.py " + " ".join(shlex.quote(a) for a in argv)
+    data: dict[str, Any] = {"mode": mode_name, "command": command, "profile": asdict(profile) | {"runs": runs},
+                            "scale": args.scale, "machine": machine_info(), "started": time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime()),
+                            "results": [], "baseline": []}
+    if "odradek" in brokers:
+        compile_package(args.odradek_src)
+    t_begin = time.perf_counter()
+    try:
+        for run in range(runs):
+            print(f"run {run + 1}/{runs}: physical baseline", flush=True)
+            base = physical_baseline(max(MIB, int(profile.baseline_bytes * args.scale) // MIB * MIB), workroot)
+            print(f"  {base}", flush=True)
+            data["baseline"].append(base)
+            # alternate the order between runs so neither broker always goes first
+            order = brokers if run % 2 == 0 else list(reversed(brokers))
+            for name in order:
+                wd = workroot / f"{name}-{run}"
+                if name == "odradek":
+                    target: Target = OdradekTarget(wd)
+                    target.src = args.odradek_src
+                elif name == "kafka":
+                    target = KafkaTarget(wd, args.kafka_version)
+                else:
+                    target = CommandTarget(wd, name, extra[name])
+                print(f"run {run + 1}/{runs}: {name}", flush=True)
+                session = Session(target, profile, run, cache, args.scale)
+                try:
+                    session.run_all()
+                finally:
+                    data["results"].extend(asdict(r) for r in session.results)
+                    shutil.rmtree(wd / "data", ignore_errors=True)
+    finally:
+        data["seconds"] = time.perf_counter() - t_begin
+        data["machine"]["load_end"] = os.getloadavg()
+        data["aggregate"] = aggregate(data["results"])
+        out_json = args.json or REPO / "benchmarks" / "results" / f"perf-{mode_name}.json"
+        out_json.parent.mkdir(parents=True, exist_ok=True)
+        out_json.write_text(json.dumps(data, indent=1) + "\n")
+        print(f"raw results: {out_json} ({data['seconds']:.0f} s)")
+        if args.workdir is None:
+            shutil.rmtree(workroot, ignore_errors=True)
+    from report import summary_text, write_report
+
+    print(summary_text(data))
+    if args.output:
+        write_report(data, args.output)
+        print(f"report: {args.output}")
+    return 0
+
+
+def _child(argv: list[str]) -> int:
+    """Entry points of the helper processes the runner starts (names begin with '_')."""
+    cmd, rest = argv[0], argv[1:]
+    if cmd == "_loopback":
+        _loopback_receiver(int(rest[0]), int(rest[1]))
+    elif cmd == "_lat-producer":
+        latency_producer(rest[0], rest[1], int(rest[2]), float(rest[3]), int(rest[4]))
+    elif cmd == "_lat-consumer":
+        latency_consumer(rest[0], rest[1], int(rest[2]), int(rest[3]), float(rest[4]))
+    else:
+        raise SystemExit(f"unknown helper {cmd}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.path.insert(0, str(Path(__file__).resolve().parent))
+    raise SystemExit(main())
