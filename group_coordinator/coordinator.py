@@ -1049,15 +1049,17 @@ class GroupCoordinator:
                 topics = group.subscribed_topic_names()
                 expired = [tp for tp, v in stored.items()
                            if tp[0] not in topics and now - v.commit_timestamp >= retention_ms]
-            group_dies = (isinstance(group, ClassicGroup) and group.is_in(GroupState.EMPTY)
-                          and len(expired) == len(stored))
+            empty = group.is_in(GroupState.EMPTY) if isinstance(group, ClassicGroup) else group.is_empty()
+            group_dies = empty and len(expired) == len(stored)
             if not expired and not group_dies:
                 continue
             tombstones: list[tuple[bytes, bytes | None]] = [
                 (rec.offset_commit_key(group_id, t, p), None) for t, p in expired]
             try:
-                if group_dies:
+                if group_dies and isinstance(group, ClassicGroup):
                     tombstones.append((rec.group_metadata_key(group_id), None))
+                elif group_dies:
+                    tombstones.extend(consumer_records.changes(group, {}))
                 self._append(group_id, rec.cleanup_batch(tombstones, now, self.format))
             except GroupError:
                 continue
@@ -1065,8 +1067,8 @@ class GroupCoordinator:
                 stored.pop(tp, None)
             removed += len(expired)
             if group_dies:
-                assert isinstance(group, ClassicGroup)
-                group.transition_to(GroupState.DEAD, now)
+                if isinstance(group, ClassicGroup):
+                    group.transition_to(GroupState.DEAD, now)
                 del self.groups[group_id]
                 self.offsets.pop(group_id, None)
                 log.info("Group %s expired: empty with no offsets left", group_id)

@@ -181,3 +181,28 @@ def test_transactional_offsets_load_by_their_markers(tmp_path):
         assert c.has_pending_transactional("txg", ("t", 2)) and not c.has_pending_transactional("txg", ("t", 0))
 
     run_with_coordinator(broker.restarted(), after)
+
+
+def test_an_empty_consumer_group_without_offsets_is_deleted_by_the_retention_check(tmp_path):
+    broker = FakeBroker(tmp_path, **{"offsets.retention.minutes": "1"})
+    broker.metadata.create_topic("t", 1, {})
+    clock = {"now": 1_000_000}
+
+    async def scenario(c):
+        c._clock_ms = lambda: clock["now"]
+        args = dict(group_id="cg", api_version=1, member_id="m", instance_id=None, rack_id=None,
+                    subscribed_topic_regex=None, server_assignor=None, owned=None, client_id="c", client_host="/h")
+        c.consumer_group_heartbeat(member_epoch=0, rebalance_timeout_ms=1000, subscribed_topic_names=["t"], **args)
+        c.commit_offsets("cg", [("t", 0, 4, -1, "", -1)])
+        c.consumer_group_heartbeat(member_epoch=-1, rebalance_timeout_ms=-1, subscribed_topic_names=None, **args)
+        assert c.expire_offsets() == 0  # too young
+        clock["now"] += 61_000
+        assert c.expire_offsets() == 1
+        assert "cg" not in c.groups
+
+    run_with_coordinator(broker, scenario)
+
+    async def after(c):
+        assert "cg" not in c.groups and c.fetch_offsets("cg", None) == {}
+
+    run_with_coordinator(broker.restarted(), after)
