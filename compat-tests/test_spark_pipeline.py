@@ -167,6 +167,19 @@ def _await_source_offsets(queries: dict, ends: dict[int, int], timeout: float = 
             time.sleep(0.5)
 
 
+def _wait_for_parquet(spark, path: Path, want: int, queries: dict) -> None:
+    """Wait until the file sink has committed ``want`` rows (it may trail the Kafka query by a batch)."""
+    deadline = time.monotonic() + WAIT_S
+    while True:
+        # The file sink's _spark_metadata log lists committed files only, so a partial batch never shows.
+        if path.joinpath("_spark_metadata").is_dir() and spark.read.parquet(str(path)).count() >= want:
+            return
+        for name, q in queries.items():
+            assert q.exception() is None, f"{name} query failed: {q.exception()}"
+        assert time.monotonic() < deadline, f"Parquet output at {path} did not reach {want} rows"
+        time.sleep(1)
+
+
 def _close_cached_producers(spark) -> None:
     """Close the Kafka sink's cached producers while the broker is still up (best effort).
 
@@ -223,6 +236,7 @@ def pipeline_run(spark, tmp_path_factory: pytest.TempPathFactory) -> Iterator[di
         _await_source_offsets(queries, {p: max(ends1.get(p, 0), ends2.get(p, 0)) for p in range(PARTITIONS)})
         want = generator.expected_page_windows(phase1 + phase2, WINDOW_MS)
         _wait_for_output(bootstrap, len(want), queries)
+        _wait_for_parquet(spark, work / "parquet", len(want), queries)
         # A few more triggers: nothing else may come out (no duplicates, no heartbeat window).
         time.sleep(4)
         for name, q in queries.items():
