@@ -661,14 +661,21 @@ def _record_line(
         else:
             # Kafka 3.x prints a stray "}" after the legacy CRC
             parts.append(f" isValid: {_bool(rec.is_valid)} crc: {rec.crc}}}")
-        if is_control:
+    try:
+        if is_control and not opts.skip_record_metadata:
             parts.append(_control_text(rec))  # type: ignore[arg-type]
-    if opts.print_data_log and not is_control and parser is not None:
-        k, payload = parser.parse(rec.offset, key, value)
-        if k is not None:
-            parts.append(f"{prefix}key: {k}")
-        if payload is not None:
-            parts.append(f" payload: {payload}")
+        if opts.print_data_log and not is_control and parser is not None:
+            k, payload = parser.parse(rec.offset, key, value)
+        else:
+            k = payload = None
+    except JavaException:
+        # Kafka has already printed the start of the line when decoding fails
+        out.write("".join(parts))
+        raise
+    if k is not None:
+        parts.append(f"{prefix}key: {k}")
+    if payload is not None:
+        parts.append(f" payload: {payload}")
     parts.append("\n")
     out.write("".join(parts))
 

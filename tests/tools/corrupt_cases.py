@@ -217,6 +217,13 @@ CASES: list[tuple[str, str, list[str]]] = [
         _f(f"{_G}.log"),
         ["--key-decoder-class", "kafka.serializer.StringDecoder", "--value-decoder-class=org.apache.kafka.tools.api.StringDecoder"],
     ),
+    ("integer-decoder-too-short", _f(f"{_G}.log"), ["--value-decoder-class", "org.apache.kafka.tools.api.IntegerDecoder"]),
+    (
+        "deprecated-long-decoder",
+        _f(f"{_G}.log", "control/00000000000000000000.log"),
+        ["--key-decoder-class", "kafka.serializer.LongDecoder", "--value-decoder-class", "kafka.serializer.StringDecoder"],
+    ),
+    ("unknown-decoder-class", _f(f"{_G}.log"), ["--value-decoder-class", "foo.Bar"]),
     ("offsets-decoder-on-data", _f(f"{_G}.log"), ["--offsets-decoder"]),
     ("txn-decoder-on-data", _f(f"{_G}.log"), ["--transaction-log-decoder"]),
     ("metadata-decoder-on-data", _f(f"{_G}.log"), ["--cluster-metadata-decoder"]),
