@@ -156,3 +156,38 @@ def test_module_entry_points(tmp_path: Path) -> None:
         assert proc.returncode == 0, proc.stderr
         assert proc.stdout.splitlines()[:2] == [f"Dumping {seg}".encode(), b"Log starting offset: 0"]
         assert proc.stderr == b""  # no progress bar when stderr is not a terminal
+
+
+def test_progress_bar_only_when_enabled() -> None:
+    import io
+
+    from odradek.tools.dump_log import Progress
+
+    silent = io.BytesIO()
+    p = Progress(silent, enabled=False)
+    p.update("x.log", 50, 100)
+    p.clear()
+    assert silent.getvalue() == b""
+    shown = io.BytesIO()
+    p = Progress(shown, enabled=True)
+    p.update("x.log", 50, 100)
+    p.clear()
+    text = shown.getvalue()
+    assert b" 50.0% x.log" in text and text.endswith(b"\r\x1b[K")
+
+
+def test_broken_pipe_stops_quietly(tmp_path: Path) -> None:
+    seg = tmp_path / "00000000000000000000.log"
+    _big_segment(seg, 300)
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "odradek.tools.dump_log", "--files", str(seg), "--deep-iteration"],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+    )
+    assert proc.stdout is not None and proc.stderr is not None
+    first = proc.stdout.readline()
+    proc.stdout.close()  # like `| head -1`
+    err = proc.stderr.read()
+    proc.wait(timeout=120)
+    assert first.startswith(b"Dumping ")
+    assert b"Traceback" not in err and proc.returncode == 1
