@@ -147,9 +147,11 @@ class ConsumerGroup:
         member = self.members.get(member_id)
         if member is None:
             raise GroupError(ErrorCode.UNKNOWN_MEMBER_ID)
+        if api_version < 9:
+            # Members of the consumer protocol must commit with OffsetCommit v9+ (member epochs).
+            raise GroupError(ErrorCode.UNSUPPORTED_VERSION)
         if member_epoch != member.member_epoch:
-            # Older OffsetCommit versions cannot carry a member epoch.
-            raise GroupError(ErrorCode.STALE_MEMBER_EPOCH if api_version >= 9 else ErrorCode.UNSUPPORTED_VERSION)
+            raise GroupError(ErrorCode.STALE_MEMBER_EPOCH)
 
     def validate_offset_fetch(self, member_id: str, member_epoch: int) -> None:
         member = self.members.get(member_id)
