@@ -345,7 +345,8 @@ def scenario_static_and_consumer(bootstrap: str) -> list[tuple[str, Any]]:
         return res.topics[0].partitions[0].error_code
 
     out += [("cg commit", commit(epoch, "m-1")), ("cg commit stale", commit(epoch + 1, "m-1")),
-            ("cg commit unknown member", commit(epoch, "zz")), ("cg commit no member", commit(-1, ""))]
+            ("cg commit unknown member", commit(epoch, "zz")), ("cg commit no member", commit(-1, "")),
+            ("cg commit v8", commit(epoch, "m-1", version=8))]
     fetched = c.call(FETCH, 9, groups=[Fetch.OffsetFetchRequestGroup(group_id="cg", member_id="m-1",
                                                                       member_epoch=epoch + 1, topics=None)])
     out.append(("cg fetch stale", fetched.groups[0].error_code))
