@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import logging
 import os
+import re
 import ssl
 import tempfile
 from pathlib import Path
@@ -42,6 +43,26 @@ def _pkcs12_to_pem(data: bytes, password: str | None) -> tuple[bytes, bytes | No
     )
     cert_pem = cert.public_bytes(serialization.Encoding.PEM) if cert is not None else None
     return key_pem, cert_pem, [c.public_bytes(serialization.Encoding.PEM) for c in extra or []]
+
+
+_PEM_BLOCK = re.compile(r"-----BEGIN ([A-Z0-9 ]+)-----(.*?)-----END \1-----", re.S)
+
+
+def normalize_pem(text: str) -> bytes:
+    """Inline PEM as people put it in properties: with real newlines, with literal ``\\n``, or on one
+    line with the base64 body run together. Each block comes back in the standard 64-column form."""
+    text = text.replace("\\n", "\n")
+    blocks = []
+    for label, body in _PEM_BLOCK.findall(text):
+        lines = [line.strip() for line in body.strip().splitlines()]
+        headers = [line for line in lines if ":" in line]  # e.g. Proc-Type of old encrypted keys
+        b64 = "".join(line for line in lines if line and ":" not in line).replace(" ", "")
+        wrapped = [b64[i:i + 64] for i in range(0, len(b64), 64)]
+        head = headers + ([""] if headers else [])
+        blocks.append("\n".join([f"-----BEGIN {label}-----", *head, *wrapped, f"-----END {label}-----"]))
+    if not blocks:
+        raise SslConfigError("no PEM block found in the inline key store value")
+    return ("\n".join(blocks) + "\n").encode()
 
 
 def _load_cert_chain(ctx: ssl.SSLContext, chain_pem: bytes, key_pem: bytes, password: str | None) -> None:
@@ -80,7 +101,7 @@ def server_context(config: Any, listener_name: str) -> ssl.SSLContext:
     inline_chain, inline_key = get("ssl.keystore.certificate.chain"), get("ssl.keystore.key")
     if store_type == "PEM":
         if inline_chain and inline_key:
-            _load_cert_chain(ctx, inline_chain.encode(), inline_key.encode(), key_password)
+            _load_cert_chain(ctx, normalize_pem(inline_chain), normalize_pem(inline_key), key_password)
         elif location:
             try:
                 ctx.load_cert_chain(location, password=key_password or None)
@@ -112,7 +133,7 @@ def server_context(config: Any, listener_name: str) -> ssl.SSLContext:
 def _load_trust_store(ctx: ssl.SSLContext, get) -> None:
     inline = get("ssl.truststore.certificates")
     if inline:
-        ctx.load_verify_locations(cadata=inline)
+        ctx.load_verify_locations(cadata=normalize_pem(inline).decode())
         return
     location = get("ssl.truststore.location")
     if not location:
