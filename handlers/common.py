@@ -48,3 +48,12 @@ def advertised_endpoint(broker: Broker, listener_name: str) -> tuple[str, int]:
     if port == 0 and broker.bound_addresses:
         port = broker.bound_addresses[0][1]
     return chosen.advertised_host, port
+
+
+def leader_epoch_error(requested: int, current: int) -> ErrorCode:
+    """Kafka's check of a request's current_leader_epoch against the partition's (-1 = no check)."""
+    if requested > current:
+        return ErrorCode.UNKNOWN_LEADER_EPOCH
+    if 0 <= requested < current:
+        return ErrorCode.FENCED_LEADER_EPOCH
+    return ErrorCode.NONE

@@ -13,7 +13,7 @@ import time
 from ..logstore.errors import OffsetOutOfRangeError
 from ..wire.errors import ErrorCode
 from ..wire.protocol import response_class, supported_versions
-from .common import error_code_for
+from .common import error_code_for, leader_epoch_error
 from .fetch_sessions import CachedPartition, SessionError
 from .registry import RequestContext, handles
 
@@ -62,11 +62,9 @@ def _read_all(ctx: RequestContext, keys, cached: dict, use_ids: bool, max_bytes:
         if plog is None:
             reads.append(_Read(key, ErrorCode.UNKNOWN_TOPIC_OR_PARTITION))
             continue
-        if part.current_leader_epoch > broker.leader_epoch:
-            reads.append(_Read(key, ErrorCode.UNKNOWN_LEADER_EPOCH))
-            continue
-        if 0 <= part.current_leader_epoch < broker.leader_epoch:
-            reads.append(_Read(key, ErrorCode.FENCED_LEADER_EPOCH))
+        epoch_error = leader_epoch_error(part.current_leader_epoch, broker.leader_epoch)
+        if epoch_error:
+            reads.append(_Read(key, epoch_error))
             continue
         hw = plog.high_watermark
         lso = getattr(plog, "last_stable_offset", hw)

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from ..wire.errors import ErrorCode
 from ..wire.protocol import response_class, supported_versions
-from .common import error_code_for
+from .common import error_code_for, leader_epoch_error
 from .registry import RequestContext, handles
 
 LIST_OFFSETS_KEY = 2
@@ -43,11 +43,9 @@ async def handle_list_offsets(ctx: RequestContext, header, request) -> object:
             if plog is None:
                 partitions.append(_error(index, ErrorCode.UNKNOWN_TOPIC_OR_PARTITION))
                 continue
-            if p.current_leader_epoch > broker.leader_epoch:
-                partitions.append(_error(index, ErrorCode.UNKNOWN_LEADER_EPOCH))
-                continue
-            if 0 <= p.current_leader_epoch < broker.leader_epoch:
-                partitions.append(_error(index, ErrorCode.FENCED_LEADER_EPOCH))
+            epoch_error = leader_epoch_error(p.current_leader_epoch, broker.leader_epoch)
+            if epoch_error:
+                partitions.append(_error(index, epoch_error))
                 continue
             ts = p.timestamp
             try:

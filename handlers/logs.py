@@ -6,7 +6,7 @@ import os
 
 from ..wire.errors import ErrorCode
 from ..wire.protocol import response_class, supported_versions
-from .common import error_code_for
+from .common import error_code_for, leader_epoch_error
 from .registry import RequestContext, handles
 
 DELETE_RECORDS_KEY = 21
@@ -47,13 +47,10 @@ async def handle_offset_for_leader_epoch(ctx: RequestContext, header, request) -
         results = []
         for p in wanted.partitions:
             plog = broker.partition_log(wanted.topic, p.partition) if topic is not None else None
-            code = ErrorCode.NONE
             if plog is None:
                 code = ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
-            elif p.current_leader_epoch > broker.leader_epoch:
-                code = ErrorCode.UNKNOWN_LEADER_EPOCH
-            elif 0 <= p.current_leader_epoch < broker.leader_epoch:
-                code = ErrorCode.FENCED_LEADER_EPOCH
+            else:
+                code = leader_epoch_error(p.current_leader_epoch, broker.leader_epoch)
             if code != ErrorCode.NONE:
                 results.append(R.EpochEndOffset(error_code=int(code), partition=p.partition,
                                                 leader_epoch=UNDEFINED_EPOCH, end_offset=UNDEFINED_EPOCH_OFFSET))
