@@ -19,7 +19,8 @@ INT_MAX = 2**31 - 1
 LONG_MAX = 2**63 - 1
 
 
-def _bool(value: str) -> bool:
+def parse_bool(value: str) -> bool:
+    """Kafka's BOOLEAN config type: `true` or `false`, case-insensitive."""
     text = value.strip().lower()
     if text in ("true", "false"):
         return text == "true"
@@ -30,8 +31,13 @@ def _list(value: str) -> list[str]:
     return [item.strip() for item in value.split(",") if item.strip()]
 
 
-def _long(value: str) -> int:
+def parse_long(value: str) -> int:
+    """Kafka's LONG config type."""
     return int(value.strip())
+
+
+_bool = parse_bool
+_long = parse_long
 
 
 def _str(value: str) -> str:

@@ -12,6 +12,8 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 from ..config import BROKER_CONFIGS, format_config_value
+from ..config import parse_bool as _bool
+from ..config import parse_long as _long
 from ..logstore.config import BROKER_CONFIG_NAMES, TOPIC_CONFIG_NAMES
 from ..wire.errors import ErrorCode
 from ..wire.protocol import response_class, supported_versions
@@ -48,22 +50,11 @@ LONG_MAX = 2**63 - 1
 OP_SET, OP_DELETE, OP_APPEND, OP_SUBTRACT = 0, 1, 2, 3
 
 
-def _long(value: str) -> int:
-    return int(value.strip())
-
-
 def _int(value: str) -> int:
-    number = int(value.strip())
+    number = _long(value)
     if not -(2**31) <= number < 2**31:
         raise ValueError("not a 32-bit integer")
     return number
-
-
-def _bool(value: str) -> bool:
-    text = value.strip().lower()
-    if text not in ("true", "false"):
-        raise ValueError("expected true or false")
-    return text == "true"
 
 
 def _one_of(*choices: str) -> Callable[[str], str]:
