@@ -10,6 +10,7 @@ import statistics
 from pathlib import Path
 from typing import Any
 
+NOTES_FILE = Path(__file__).resolve().parent / "performance-notes.md"
 REF = "kafka"
 SUBJECT = "odradek"
 HEADLINE = "1KiB base"
@@ -136,6 +137,7 @@ def tables(data: dict) -> str:
             row(f"{name}: {key[:-3]}", name, key, "ms", 2)
         row(f"{name}: achieved rate", name, "achieved_rps", "rec/s", 0)
     row("start-up: process start -> first ApiVersions answer", "start-up", "seconds", "s", 2)
+    row("start-up: CPU time used until then", "start-up", "cpu_seconds", "s", 2)
     row("idle RSS (1 s after start-up)", "start-up", "idle_rss_mb", "MB")
     row("peak RSS (VmHWM over the run)", "peak RSS", "peak_rss_mb", "MB")
     row("recovery of the unclean catch-up log: restart -> ListOffsets complete", "recovery after kill -9", "seconds",
@@ -271,8 +273,9 @@ def write_report(data: dict[str, Any], output: Path) -> None:
         lines += ["## Plots", ""]
         lines += [f"![{p.stem}](img/{p.name})" for p in images]
         lines.append("")
-    notes = data.get("notes")
+    # Hand-written analysis lives next to the runner so that regenerating the page keeps it.
+    notes = NOTES_FILE.read_text().strip() if NOTES_FILE.is_file() else ""
     if notes:
-        lines += ["## Notes", "", notes, ""]
+        lines += [notes, ""]
     output.parent.mkdir(parents=True, exist_ok=True)
     output.write_text("\n".join(lines))

@@ -369,9 +369,17 @@ def warm_up_group_coordinator(bootstrap: str) -> None:
     c = Consumer({"bootstrap.servers": bootstrap, "group.id": "bench-warm-up"})
     try:
         c.list_topics(timeout=30)
-        # OffsetFetch goes to the group coordinator, which makes the broker create the topic
-        c.committed([TopicPartition("bench-warm-up", 0)], timeout=60)
-        deadline = time.monotonic() + 60
+        # OffsetFetch goes to the group coordinator, which makes the broker create the topic;
+        # NOT_COORDINATOR / COORDINATOR_LOAD_IN_PROGRESS while it loads the new partitions
+        deadline = time.monotonic() + 120
+        while True:
+            try:
+                c.committed([TopicPartition("bench-warm-up", 0)], timeout=30)
+                break
+            except Exception:
+                if time.monotonic() > deadline:
+                    raise
+                time.sleep(0.5)
         while time.monotonic() < deadline:
             md = c.list_topics("__consumer_offsets", timeout=10).topics.get("__consumer_offsets")
             if md is not None and md.error is None and md.partitions:
@@ -435,19 +443,20 @@ def latency_producer(bootstrap: str, topic: str, rate: int, seconds: float, size
     from confluent_kafka import Producer
 
     p = Producer({"bootstrap.servers": bootstrap, "linger.ms": 1, "acks": 1})
-    pad = b"x" * (size - 8)
+    pad = b"x" * (size - 9)
     total = int(rate * seconds)
     t0 = time.perf_counter()
     sent = 0
     while sent < total:
         due = min(total, int((time.perf_counter() - t0) * rate) + 1)
         while sent < due:
-            p.produce(topic, struct.pack(">q", time.time_ns()) + pad)
+            p.produce(topic, b"L" + struct.pack(">q", time.time_ns()) + pad)
             sent += 1
         p.poll(0)
         time.sleep(0.0005)
+    seconds = time.perf_counter() - t0  # the pacing period; the final flush is not part of the rate
     p.flush(30)
-    print(json.dumps({"sent": sent, "seconds": time.perf_counter() - t0}))
+    print(json.dumps({"sent": sent, "seconds": seconds}))
 
 
 def latency_consumer(bootstrap: str, topic: str, partitions: int, expected: int, timeout: float) -> None:
@@ -459,13 +468,19 @@ def latency_consumer(bootstrap: str, topic: str, partitions: int, expected: int,
     c.assign([TopicPartition(topic, p, OFFSET_BEGINNING) for p in range(partitions)])
     lat: list[int] = []
     deadline = time.monotonic() + timeout
+    print("assigned", flush=True)
+    # Only once a first record (the runner's "hello") has arrived is the consumer really fetching;
+    # records produced before that would measure the consumer's start-up, not the broker.
+    hello = False
+    while not hello and time.monotonic() < deadline:
+        hello = any(m.error() is None for m in c.consume(num_messages=100, timeout=0.1))
     print("ready", flush=True)
     while len(lat) < expected and time.monotonic() < deadline:
         msgs = c.consume(num_messages=1000, timeout=0.05)
         now = time.time_ns()
         for m in msgs:
-            if m.error() is None:
-                lat.append(now - struct.unpack_from(">q", m.value())[0])
+            if m.error() is None and m.value()[:1] == b"L":
+                lat.append(now - struct.unpack_from(">q", m.value(), 1)[0])
     c.close()
     skip = len(lat) // 20  # the first 5%: connection set-up and client warm-up
     data = sorted(lat[skip:])
@@ -655,8 +670,11 @@ class Session:
         cons = subprocess.Popen([sys.executable, __file__, "_lat-consumer", self.t.bootstrap, topic, str(partitions),
                                  str(expected), str(seconds + 60)], stdout=subprocess.PIPE, text=True)
         assert cons.stdout is not None
-        cons.stdout.readline()
-        time.sleep(1.0)  # the consumer's first fetches are in flight before producing starts
+        cons.stdout.readline()  # assigned
+        hello = subprocess.run([KCAT, "-P", "-b", self.t.bootstrap, "-t", topic], input=b"hello", capture_output=True)
+        if hello.returncode != 0:
+            raise RuntimeError(f"kcat hello failed: {hello.stderr.decode(errors='replace')}")
+        cons.stdout.readline()  # ready: the consumer has received the hello record
         prod = subprocess.run([sys.executable, __file__, "_lat-producer", self.t.bootstrap, topic, str(rate),
                                str(seconds), "1024"], capture_output=True, text=True, check=True)
         out = json.loads(cons.communicate(timeout=seconds + 90)[0].strip().splitlines()[-1])
@@ -667,9 +685,11 @@ class Session:
     def run_all(self) -> None:
         t = self.t
         start_s = t.start()
+        # CPU the start took: on a busy machine wall-clock start-up mostly measures waiting for a core
+        start_cpu = proc_cpu_seconds(t.pid)
         time.sleep(1.0)
         idle = proc_status_kb(t.pid, "VmRSS")
-        self.add("start-up", "startup", seconds=start_s, idle_rss_mb=idle / 1024)
+        self.add("start-up", "startup", seconds=start_s, cpu_seconds=start_cpu, idle_rss_mb=idle / 1024)
         warm_up_group_coordinator(t.bootstrap)
         hwm = 0
         try:
