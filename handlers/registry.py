@@ -127,8 +127,19 @@ async def dispatch(ctx: RequestContext, frame: memoryview) -> list | None:
         return _unsupported(ctx, header, handler)
     request = decode_request(frame)
     started = time.perf_counter()
+    post = None
+    if _acls_enabled(ctx.broker):
+        # authorizer.class.name: refuse or narrow the request before its handler (odradek.security.acl)
+        from ..security.acl import Denied, enforce  # noqa: PLC0415 - only with ACLs on
+
+        try:
+            post = enforce(ctx, request.header, request.body)
+        except Denied as denied:
+            return encode_response(header.api_key, header.api_version, header.correlation_id, denied.body)
     try:
         body = await handler.func(ctx, request.header, request.body)
+        if post is not None:
+            body = post(body)
     except ProtocolError:
         raise
     except Exception:
@@ -146,6 +157,17 @@ async def dispatch(ctx: RequestContext, frame: memoryview) -> list | None:
     if metrics is not None:  # Prometheus RequestsPerSec / TotalTimeMs (odradek.metrics)
         metrics.request_done(header.api_key, header.api_version, time.perf_counter() - started)
     return response
+
+
+def _acls_enabled(broker: Broker) -> bool:
+    enabled = getattr(broker, "_acls_enabled", None)
+    if enabled is None:
+        enabled = bool((broker.config.get("authorizer.class.name") or "").strip())
+        try:
+            broker._acls_enabled = enabled
+        except AttributeError:
+            pass
+    return enabled
 
 
 def _unsupported(ctx: RequestContext, header: RequestHeader, handler: ApiHandler | None) -> list:

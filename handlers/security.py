@@ -50,3 +50,83 @@ async def handle_sasl_authenticate(ctx: RequestContext, header, request) -> obje
         ctx.session.close_after_response = True
     return SaslAuthenticateResponse(error_code=int(code), error_message=message, auth_bytes=reply,
                                     session_lifetime_ms=0)
+
+
+# ------------------------------------------------------------------------------------------------
+# ACLs (authorizer.class.name; the permission checks themselves are in odradek.security.acl.enforce)
+# ------------------------------------------------------------------------------------------------
+
+DescribeAclsResponse = response_class(29)
+CreateAclsResponse = response_class(30)
+DeleteAclsResponse = response_class(31)
+_NO_AUTHORIZER = "No Authorizer is configured."
+
+
+def _filter(f) -> object:
+    from ..security.acl import AclFilter  # noqa: PLC0415
+
+    return AclFilter(f.resource_type_filter, f.resource_name_filter, f.pattern_type_filter, f.principal_filter,
+                     f.host_filter, f.operation, f.permission_type)
+
+
+@handles(29, 0, 3)
+async def handle_describe_acls(ctx: RequestContext, header, request) -> object:
+    from ..security.acl import authorizer_for  # noqa: PLC0415
+
+    auth = authorizer_for(ctx.broker)
+    if auth is None:
+        return DescribeAclsResponse(error_code=int(ErrorCode.SECURITY_DISABLED), error_message=_NO_AUTHORIZER)
+    grouped: dict[tuple[int, str, int], list] = {}
+    for b in auth.describe(_filter(request)):
+        grouped.setdefault((b.resource_type, b.resource_name, b.pattern_type), []).append(
+            DescribeAclsResponse.AclDescription(principal=b.principal, host=b.host, operation=b.operation,
+                                                permission_type=b.permission_type))
+    return DescribeAclsResponse(error_code=0, resources=[
+        DescribeAclsResponse.DescribeAclsResource(resource_type=rt, resource_name=name, pattern_type=pt, acls=acls)
+        for (rt, name, pt), acls in grouped.items()])
+
+
+@handles(30, 0, 3)
+async def handle_create_acls(ctx: RequestContext, header, request) -> object:
+    from ..security.acl import AclBinding, authorizer_for, validate_binding  # noqa: PLC0415
+
+    auth = authorizer_for(ctx.broker)
+    results = []
+    valid = []
+    for c in request.creations:
+        if auth is None:
+            results.append(CreateAclsResponse.AclCreationResult(error_code=int(ErrorCode.SECURITY_DISABLED),
+                                                                error_message=_NO_AUTHORIZER))
+            continue
+        binding = AclBinding(c.resource_type, c.resource_name, c.resource_pattern_type, c.principal, c.host,
+                             c.operation, c.permission_type)
+        problem = validate_binding(binding)
+        if problem is not None:
+            results.append(CreateAclsResponse.AclCreationResult(error_code=int(ErrorCode.INVALID_REQUEST),
+                                                                error_message=problem))
+            continue
+        valid.append(binding)
+        results.append(CreateAclsResponse.AclCreationResult(error_code=0))
+    if valid:
+        auth.create(valid)
+    return CreateAclsResponse(results=results)
+
+
+@handles(31, 0, 3)
+async def handle_delete_acls(ctx: RequestContext, header, request) -> object:
+    from ..security.acl import authorizer_for  # noqa: PLC0415
+
+    auth = authorizer_for(ctx.broker)
+    out = []
+    for f in request.filters:
+        if auth is None:
+            out.append(DeleteAclsResponse.DeleteAclsFilterResult(error_code=int(ErrorCode.SECURITY_DISABLED),
+                                                                 error_message=_NO_AUTHORIZER))
+            continue
+        gone = auth.delete(_filter(f))
+        out.append(DeleteAclsResponse.DeleteAclsFilterResult(error_code=0, matching_acls=[
+            DeleteAclsResponse.DeleteAclsMatchingAcl(
+                error_code=0, resource_type=b.resource_type, resource_name=b.resource_name,
+                pattern_type=b.pattern_type, principal=b.principal, host=b.host, operation=b.operation,
+                permission_type=b.permission_type) for b in gone]))
+    return DeleteAclsResponse(filter_results=out)
