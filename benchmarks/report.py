@@ -136,6 +136,7 @@ def tables(data: dict) -> str:
         for key in ("p50_ms", "p99_ms", "p999_ms", "max_ms"):
             row(f"{name}: {key[:-3]}", name, key, "ms", 2)
         row(f"{name}: achieved rate", name, "achieved_rps", "rec/s", 0)
+        row(f"{name}: broker CPU (share of one core)", name, "broker_cpu_share", "", 2)
     row("start-up: process start -> first ApiVersions answer", "start-up", "seconds", "s", 2)
     row("start-up: CPU time used until then", "start-up", "cpu_seconds", "s", 2)
     row("idle RSS (1 s after start-up)", "start-up", "idle_rss_mb", "MB")
@@ -256,7 +257,8 @@ def write_report(data: dict[str, Any], output: Path) -> None:
         "6 partitions, no compression, 1 connection; every other row varies one factor.",
         "* Latency: a confluent-kafka producer process paced at the given rate (linger.ms=1, acks=1) writes "
         "`time.time_ns()` into each value; a consumer process (fetch.wait.max.ms=100) subtracts it from the "
-        "time its poll returned the record. The first 5% of samples are dropped (warm-up).",
+        "time its poll returned the record. Measuring starts once the consumer has received a first "
+        "\"hello\" record (so its own start-up is not counted); the first 5% of samples are dropped too.",
         "* CPU s/GB: utime+stime of the broker process (/proc/<pid>/stat) during the workload per GB of payload "
         "(mixed: per GB produced + consumed). RSS from /proc/<pid>/status. Start-up: process start until the "
         "first ApiVersions answer (Kafka: storage already formatted). Recovery: SIGKILL right after the "
