@@ -136,6 +136,10 @@ async def handle_delete_topics(ctx: RequestContext, header, request) -> object:
                                   if name is not None else "This server does not host this topic ID."))
             continue
         meta.delete_topic(topic)
+        groups = ctx.broker.coordinators.get("groups")
+        if groups is not None:
+            # Kafka drops the committed offsets of a deleted topic (with tombstones).
+            groups.on_topics_deleted({topic.name})
         results.append(Result(name=topic.name, topic_id=topic.topic_id, error_code=0, error_message=None))
     return DeleteTopicsResponse(throttle_time_ms=0, responses=results)
 
