@@ -53,7 +53,7 @@ PARTITIONS = 3
 ARTIFACTS = Path(__file__).resolve().parent.parent / "artifacts" / "reliability"
 
 
-def read_topic(bootstrap: str, topic: str, partitions: int, timeout: float = 60.0) -> dict[int, list[tuple[int, bytes]]]:
+def read_topic(bootstrap: str, topic: str, partitions: int, timeout: float = 300.0) -> dict[int, list[tuple[int, bytes]]]:
     """Every record of the topic, per partition, as (offset, value), up to the current end offsets."""
     consumer = KafkaConsumer(
         bootstrap_servers=bootstrap, group_id=None, enable_auto_commit=False, fetch_max_bytes=4 << 20
