@@ -389,6 +389,12 @@ def warm_up_group_coordinator(bootstrap: str) -> None:
         c.close()
 
 
+def settle() -> None:
+    """Wait past the loop monitor's next one-second line, so that a topic creation just before
+    (one long step for many partitions) is not counted in the workload that follows it."""
+    time.sleep(1.1)
+
+
 def end_offsets(bootstrap: str, topic: str, timeout: float = 10.0) -> int:
     """Sum of the partitions' latest offsets (ListOffsets), or -1 if the broker cannot answer yet."""
     from odradek.tools.client import KafkaClient
@@ -596,6 +602,7 @@ class Session:
         total = self._bytes(int(self.p.produce_bytes * w.mbytes)) if total is None else total
         topic = topic or self._topic(w.name)
         admin_create_topic(self.t.bootstrap, topic, w.partitions)
+        settle()
         cpu0, wall0 = proc_cpu_seconds(self.t.pid), time.time()
         elapsed, records = kcat_producers(self.t.bootstrap, topic, w, total, self.cache, self.logs)
         cpu = proc_cpu_seconds(self.t.pid) - cpu0
@@ -646,6 +653,7 @@ class Session:
         total = self._bytes(self.p.mixed_bytes)
         records = total // w.size
         admin_create_topic(self.t.bootstrap, topic, w.partitions)
+        settle()
         cpu0, wall0 = proc_cpu_seconds(self.t.pid), time.time()
         t0 = time.perf_counter()
         c = kcat_consumer(self.t.bootstrap, topic, records, self.logs, tail=True)
@@ -663,6 +671,7 @@ class Session:
         topic = self._topic("latency")
         partitions = 6
         admin_create_topic(self.t.bootstrap, topic, partitions)
+        settle()
         seconds = max(2.0, self.p.latency_seconds * min(1.0, self.scale * 4))
         rate = self.p.latency_rate
         expected = int(rate * seconds)
