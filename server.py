@@ -348,6 +348,9 @@ async def _serve_listeners(broker: Broker, task_status) -> None:
     broker.request_limiter = trio.Semaphore(max(int(broker.config.get("queued.max.requests")), 1))
     async with trio.open_nursery() as nursery:
         bound: list[tuple[str, int]] = []
+        # every listener is prepared (TLS contexts, SASL credentials) before any port is bound, so
+        # once one port accepts connections, all of them do
+        prepared: list[tuple[object, str, object]] = []
         for listener in broker.config.listeners:
             protocol = listener_security_protocol(broker.config, listener.name)
             if protocol is None:
@@ -386,6 +389,8 @@ async def _serve_listeners(broker: Broker, task_status) -> None:
                 finally:
                     quotas.release(ip)
 
+            prepared.append((listener, protocol, handle))
+        for listener, protocol, handle in prepared:
             for lst in await trio.open_tcp_listeners(listener.port, host=listener.bind_host):
                 sockname = lst.socket.getsockname()
                 bound.append((sockname[0], sockname[1]))

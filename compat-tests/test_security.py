@@ -30,7 +30,7 @@ from cryptography.hazmat.primitives.asymmetric import ec
 from cryptography.hazmat.primitives.serialization import pkcs12
 from cryptography.x509.oid import NameOID
 from kafka import KafkaConsumer, KafkaProducer, TopicPartition
-from kafka_oracle import free_port
+from kafka_oracle import free_port, port_accepts
 
 from odradek.security.scram import ScramServer, make_credential
 from odradek.wire.errors import ErrorCode
@@ -113,7 +113,16 @@ def start_with_listener(factory, protocol: str, extra: dict[str, object]):
     port = free_port("127.0.0.1")
     broker.overrides["listeners"] = f"PLAINTEXT://127.0.0.1:{broker.port},{protocol}://127.0.0.1:{port}"
     broker.start()
+    wait_for_port(port)
     return broker, f"127.0.0.1:{port}"
+
+
+def wait_for_port(port: int, timeout: float = 15.0) -> None:
+    """The harness waits for the PLAINTEXT port; the second listener must accept too."""
+    deadline = time.time() + timeout
+    while not port_accepts("127.0.0.1", port):
+        assert time.time() < deadline, f"port {port} never accepted"
+        time.sleep(0.05)
 
 
 def roundtrip_kafka_python(bootstrap: str, topic: str, **security) -> None:

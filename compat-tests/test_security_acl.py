@@ -23,7 +23,7 @@ from kafka.errors import (
     GroupAuthorizationFailedError,
     TopicAuthorizationFailedError,
 )
-from kafka_oracle import free_port
+from kafka_oracle import free_port, port_accepts
 
 from odradek.security.acl import (
     OP_ALL,
@@ -57,6 +57,8 @@ def test_acls_end_to_end(odradek_broker_factory) -> None:
     port = free_port("127.0.0.1")
     broker.overrides["listeners"] = f"PLAINTEXT://127.0.0.1:{broker.port},SASL_PLAINTEXT://127.0.0.1:{port}"
     broker.start()
+    while not port_accepts("127.0.0.1", port):  # the harness waited for the PLAINTEXT port only
+        time.sleep(0.05)
     bootstrap = f"127.0.0.1:{port}"
     admin = KafkaAdminClient(**_client(bootstrap, "admin"))
     admin.create_topics([NewTopic("orders", 1, 1), NewTopic("private", 1, 1)])
