@@ -247,6 +247,21 @@ class Connection:
             return await dispatch(ctx, frame)
         result: list | None = None
         peer_closed = False
+        try:
+            result, peer_closed = await self._dispatch_watching(ctx, frame, sock)
+        except BaseExceptionGroup as group:
+            # the nursery wraps what dispatch raised (a ProtocolError of a malformed Fetch must
+            # still close the connection as "malformed request", not as an internal error)
+            if len(group.exceptions) == 1:
+                raise group.exceptions[0] from None
+            raise
+        if peer_closed:
+            raise ConnectionClosed()
+        return result
+
+    async def _dispatch_watching(self, ctx: RequestContext, frame: memoryview, sock) -> tuple[list | None, bool]:
+        result: list | None = None
+        peer_closed = False
         async with trio.open_nursery() as nursery:
 
             async def watch_peer() -> None:
@@ -266,9 +281,7 @@ class Connection:
             nursery.start_soon(watch_peer)
             result = await dispatch(ctx, frame)
             nursery.cancel_scope.cancel()
-        if peer_closed:
-            raise ConnectionClosed()
-        return result
+        return result, peer_closed
 
     async def _send(self, items: list) -> None:
         """Write a response: buffers joined into few sends, file slices with sendfile."""

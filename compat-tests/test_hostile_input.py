@@ -241,7 +241,6 @@ def test_fuzz_frames_and_batches(odradek_broker_factory) -> None:
     assert rss_end - rss_start < 64 * 1024, (rss_start, rss_end)
     assert fds_end <= fds_start + 5, (fds_start, fds_end)
     console = broker.console_log.read_text()
-    assert "Traceback" not in console or "internal error" in console
     stats = {
         "fuzz_cases": cases["n"], "outcomes": outcomes, "rss_start_kib": rss_start, "rss_end_kib": rss_end,
         "fds_start": fds_start, "fds_end": fds_end, "healthy_records": healthy.sent,
@@ -251,6 +250,9 @@ def test_fuzz_frames_and_batches(odradek_broker_factory) -> None:
     ARTIFACTS.mkdir(parents=True, exist_ok=True)
     (ARTIFACTS / f"fuzz{'_long' if LONG else ''}.json").write_text(json.dumps(stats, indent=1))
     print(json.dumps(stats))
+    # a malformed request closes its connection as "malformed request"; anything else that
+    # escapes a handler is a bug the fuzzer found
+    assert stats["internal_errors_logged"] == 0, console[console.find("after an internal error") - 200:][:3000]
 
 
 def _open_raw(broker) -> socket.socket:
