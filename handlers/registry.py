@@ -191,7 +191,12 @@ def _unsupported(ctx: RequestContext, header: RequestHeader, handler: ApiHandler
                 header.api_key,
                 ctx.peer,
             )
-            return encode_response(header.api_key, header.api_version, header.correlation_id, body)
+            try:
+                return encode_response(header.api_key, header.api_version, header.correlation_id, body)
+            except (KeyError, ValueError):
+                # a version no schema knows (the fuzzer sends e.g. Heartbeat v8707): nothing to
+                # answer in, so the connection is closed like any other malformed request
+                pass
     raise ProtocolError(
         f"unsupported api_key {header.api_key} version {header.api_version} from {ctx.peer}"
     )
