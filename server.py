@@ -268,7 +268,8 @@ class Connection:
                 nonlocal peer_closed
                 await trio.lowlevel.wait_readable(sock)
                 try:
-                    peeked = sock.recv(1, stdlib_socket.MSG_PEEK)
+                    # a Trio socket: recv is a coroutine (it returns at once after wait_readable)
+                    peeked = await sock.recv(1, stdlib_socket.MSG_PEEK)
                 except BlockingIOError:
                     return
                 except OSError:
