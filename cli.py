@@ -68,11 +68,18 @@ CLIENT_TOOLS = (
 )
 
 
-def _add_client_tools(sub: argparse._SubParsersAction) -> None:
-    """One subcommand per client tool; each module has `add_arguments(parser)` and `run(args)`."""
+def _add_client_tools(sub: argparse._SubParsersAction, selected: str | None) -> None:
+    """One subcommand per client tool; each module has `add_arguments(parser)` and `run(args)`.
+
+    Only the selected tool's module is imported: `odradek serve` must not pay for the client
+    tools' imports at start-up.
+    """
     import importlib
 
     for command, module_name, help_text in CLIENT_TOOLS:
+        if command != selected:
+            sub.add_parser(command, help=help_text, add_help=False)
+            continue
         module = importlib.import_module(f"{__package__}.tools.{module_name}")
         tool = sub.add_parser(
             command,
@@ -84,7 +91,8 @@ def _add_client_tools(sub: argparse._SubParsersAction) -> None:
         tool.set_defaults(func=module.run)
 
 
-def build_parser() -> argparse.ArgumentParser:
+def build_parser(selected: str | None = None) -> argparse.ArgumentParser:
+    """The `odradek` parser; `selected` is the client tool about to run (its module is imported)."""
     parser = argparse.ArgumentParser(
         prog="odradek",
         description="Odradek: a Kafka broker in Python that stock Kafka clients talk to unmodified.",
@@ -123,13 +131,14 @@ def build_parser() -> argparse.ArgumentParser:
         add_help=False,
     )
     dump.set_defaults(func=None, passthrough=_dump_log)
-    _add_client_tools(sub)
+    _add_client_tools(sub, selected)
     return parser
 
 
 def main(argv: Sequence[str] | None = None) -> int:
     argv = list(sys.argv[1:] if argv is None else argv)
-    parser = build_parser()
+    tool_names = {command for command, _, _ in CLIENT_TOOLS}
+    parser = build_parser(next((a for a in argv if a in tool_names), None))
     args, rest = parser.parse_known_args(argv)
     level = getattr(logging, str(args.log_level).upper().replace("WARN", "WARNING"), logging.INFO)
     logging.basicConfig(level=level, format=LOG_FORMAT, stream=sys.stderr)
