@@ -112,8 +112,8 @@ def test_log_levels_and_json_format() -> None:
 def test_every_tool_registers_its_arguments() -> None:
     from odradek.cli import CLIENT_TOOLS, build_parser
 
-    parser = build_parser()
     for command, _, _ in CLIENT_TOOLS:
+        parser = build_parser(command)  # the selected tool's module is the one imported
         args = parser.parse_args([command, "--bootstrap-server", "h:1", *(["--list"] if command in (
             "topics", "consumer-groups") else []), *(["--topic", "t"] if "console" in command else [])])
         assert isinstance(args, argparse.Namespace) and callable(args.func)
