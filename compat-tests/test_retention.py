@@ -24,6 +24,7 @@ from confluent_kafka.admin import AlterConfigOpType, ConfigEntry, ConfigResource
 from confluent_kafka.admin import NewTopic as CKNewTopic
 from kafka import KafkaConsumer, KafkaProducer, TopicPartition
 from kafka.errors import OffsetOutOfRangeError
+from kafka.structs import OffsetAndMetadata
 
 OVERRIDES = {
     "log.retention.check.interval.ms": 300,
@@ -90,7 +91,10 @@ def test_old_segments_go_on_schedule_and_lagging_consumers_reset(broker) -> None
     lagging.seek(tp, 0)
     first = lagging.poll(timeout_ms=5000, max_records=3)
     assert [r.offset for r in first[tp]] == [0, 1, 2]
-    lagging.seek(tp, 3)
+    # It commits its position (3) and stalls; records it already fetched are in its own buffer,
+    # so the stalled member is modelled by its committed offset and a new session of the group.
+    lagging.commit({tp: OffsetAndMetadata(3, "", -1)})
+    lagging.close()
 
     # retention.ms = 4 s after the records' timestamps, checked every 300 ms: everything expires;
     # Kafka rolls the expired active segment first, so the log ends up empty at offset 200
@@ -99,11 +103,18 @@ def test_old_segments_go_on_schedule_and_lagging_consumers_reset(broker) -> None
     files_after = _segment_files(broker.log_dirs[0], topic)
     assert files_after == ["00000000000000000200.log"], files_after
 
-    # more data after the deletion; the stalled consumer's position (3) is out of range
+    # more data after the deletion; the group's committed position (3) is out of range
     _produce(bootstrap, topic, 5)
-    recs = lagging.poll(timeout_ms=10_000)
+    resumed = KafkaConsumer(bootstrap_servers=bootstrap, group_id=f"g-{topic}", auto_offset_reset="earliest",
+                            enable_auto_commit=False)
+    resumed.assign([tp])
+    recs = resumed.poll(timeout_ms=10_000)
+    for _ in range(10):
+        if recs.get(tp):
+            break
+        recs = resumed.poll(timeout_ms=1000)
     assert [r.offset for r in recs.get(tp, [])][:1] == [200]  # reset to earliest
-    lagging.close()
+    resumed.close()
 
     strict = KafkaConsumer(bootstrap_servers=bootstrap, auto_offset_reset="none", enable_auto_commit=False)
     strict.assign([tp])
