@@ -33,6 +33,7 @@ import random
 import re
 import socket
 import subprocess
+import tempfile
 import threading
 import time
 from collections import defaultdict
@@ -50,7 +51,13 @@ from odradek.wire.records import SimpleRecord, build_batch
 LONG = os.environ.get("ODRADEK_LONG_TESTS") == "1"
 KILLS = 50 if LONG else 8
 PARTITIONS = 3
-ARTIFACTS = Path(__file__).resolve().parent.parent / "artifacts" / "reliability"
+# Results go to the repo's artifacts/ (for docs/reliability.md) only when asked for, so that an
+# ordinary test run leaves the work tree clean.
+ARTIFACTS = (
+    Path(__file__).resolve().parent.parent / "artifacts" / "reliability"
+    if os.environ.get("ODRADEK_RECORD_RESULTS")
+    else Path(tempfile.gettempdir()) / "odradek-reliability"
+)
 
 
 def read_topic(bootstrap: str, topic: str, partitions: int, timeout: float = 300.0) -> dict[int, list[tuple[int, bytes]]]:

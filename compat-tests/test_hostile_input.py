@@ -19,6 +19,7 @@ import os
 import random
 import socket
 import struct
+import tempfile
 import threading
 import time
 from pathlib import Path
@@ -42,7 +43,13 @@ from odradek.wire.sample import sample
 
 LONG = os.environ.get("ODRADEK_LONG_TESTS") == "1"
 FUZZ_CASES = int(os.environ.get("ODRADEK_FUZZ_CASES", 20000 if LONG else 300))
-ARTIFACTS = Path(__file__).resolve().parent.parent / "artifacts" / "reliability"
+# Results go to the repo's artifacts/ (for docs/reliability.md) only when asked for, so that an
+# ordinary test run leaves the work tree clean.
+ARTIFACTS = (
+    Path(__file__).resolve().parent.parent / "artifacts" / "reliability"
+    if os.environ.get("ODRADEK_RECORD_RESULTS")
+    else Path(tempfile.gettempdir()) / "odradek-reliability"
+)
 # APIs that change broker-wide state at a scale a sampled request picks at random (thousands of
 # partitions, deleting topics): their decoding is still fuzzed through mutated frames.
 _STATEFUL = {19, 20, 21, 33, 37, 44, 51, 57}

@@ -17,6 +17,7 @@ import json
 import os
 import socket
 import struct
+import tempfile
 import threading
 import time
 from pathlib import Path
@@ -35,7 +36,13 @@ PRODUCERS, CONSUMER_GROUPS, MEMBERS, POLLERS = (30, 5, 2, 110) if LONG else (8, 
 PRODUCE_PAUSE_S = 0.004 * PRODUCERS / 8
 # a Metadata answer for 1000 partitions costs the broker ~10 ms: keep the pollers' share of CPU
 POLL_PAUSE_S = 5.0 if LONG else 0.5
-ARTIFACTS = Path(__file__).resolve().parent.parent / "artifacts" / "reliability"
+# Results go to the repo's artifacts/ (for docs/reliability.md) only when asked for, so that an
+# ordinary test run leaves the work tree clean.
+ARTIFACTS = (
+    Path(__file__).resolve().parent.parent / "artifacts" / "reliability"
+    if os.environ.get("ODRADEK_RECORD_RESULTS")
+    else Path(tempfile.gettempdir()) / "odradek-reliability"
+)
 
 
 def rss_kib(pid: int) -> int:

@@ -16,6 +16,7 @@ from pathlib import Path
 
 import pytest
 from logstore_testutil import CORPUS, batch_bytes, manifest, need, workload_json
+
 from odradek.logstore import LogConfig, LogManager
 from odradek.logstore.metadata_files import MetaProperties, PartitionMetadataFile, read_properties
 from odradek.wire.records import iter_batches

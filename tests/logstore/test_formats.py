@@ -9,6 +9,7 @@ from pathlib import Path
 
 import pytest
 from logstore_testutil import CORPUS, REAL, REAL_38, REAL_41, need
+
 from odradek.logstore.checkpoints import (
     ORDER_ANYREFMAP,
     ORDER_HASHMAP_COPY,

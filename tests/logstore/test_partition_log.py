@@ -8,6 +8,7 @@ from pathlib import Path
 
 import pytest
 from logstore_testutil import make_batch
+
 from odradek.logstore import (
     CorruptRecordError,
     InvalidRecordError,

@@ -13,6 +13,7 @@ from pathlib import Path
 
 import pytest
 from logstore_testutil import CORPUS, REAL, REAL_38, REAL_41, copy_tree, need
+
 from odradek.logstore import LogConfig, LogManager, PartitionLog
 from odradek.logstore.segment import LogSegment
 from odradek.wire.records import iter_batches

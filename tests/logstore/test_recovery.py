@@ -13,6 +13,7 @@ from pathlib import Path
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from logstore_testutil import make_batch
+
 from odradek.logstore import LogConfig, PartitionLog
 
 PROPS = {"index.interval.bytes": "300", "segment.bytes": "6000"}

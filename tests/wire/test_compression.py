@@ -14,6 +14,7 @@ import cramjam
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
+
 from odradek.wire.compression import (
     CompressionType,
     CorruptRecordError,

@@ -8,6 +8,7 @@ import zlib
 
 import pytest
 from crc32c import crc32c
+
 from odradek.wire.errors import ErrorCode, ProtocolError
 from odradek.wire.records import (
     BATCH_OVERHEAD,

@@ -11,6 +11,7 @@ from pathlib import Path
 
 import pytest
 from crc32c import crc32c
+
 from odradek.wire.compression import compress
 from odradek.wire.records import CompressionType, RecordBatch, build_batch, iter_batches
 

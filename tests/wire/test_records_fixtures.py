@@ -10,6 +10,7 @@ import re
 from pathlib import Path
 
 import pytest
+
 from odradek.wire.records import (
     BATCH_OVERHEAD,
     CompressionType,

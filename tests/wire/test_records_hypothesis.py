@@ -8,6 +8,7 @@ import struct
 from crc32c import crc32c
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
+
 from odradek.wire.records import (
     CompressionType,
     CorruptRecordError,

@@ -12,6 +12,7 @@ import struct
 
 import pytest
 from crc32c import crc32c
+
 from odradek.wire.records import CompressionType, RecordBatch
 
 ck = pytest.importorskip("confluent_kafka")
