@@ -18,6 +18,7 @@ import time
 from pathlib import Path
 
 from kafka import KafkaConsumer, KafkaProducer, TopicPartition
+from kafka.errors import KafkaTimeoutError
 
 from odradek.wire.errors import ErrorCode
 from odradek.wire.protocol import decode_response, encode_request, join_pieces, request_class
@@ -109,7 +110,10 @@ def test_kill_9_keeps_acknowledged_records(odradek_broker_factory) -> None:
     broker.kill()
     stop.set()
     thread.join(10)
-    producer.close(timeout=1)
+    try:
+        producer.close(timeout=1)
+    except KafkaTimeoutError:  # a send was in flight when the broker died; nothing to flush to
+        pass
     assert len(acked) >= 300
     assert not (broker.log_dir / ".kafka_cleanshutdown").exists()
     broker.start()
