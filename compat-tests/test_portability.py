@@ -17,6 +17,8 @@ import uuid
 from pathlib import Path
 
 import pytest
+from confluent_kafka import Consumer as CKConsumer
+from confluent_kafka import TopicPartition as CKTopicPartition
 from kafka import KafkaConsumer, KafkaProducer, OffsetAndMetadata, TopicPartition
 from kafka.admin import ConfigResource, ConfigResourceType, KafkaAdminClient, NewPartitions, NewTopic
 
@@ -129,6 +131,19 @@ def test_starts_on_real_kafka_41_log_dir_and_serves_its_topics(odradek_broker_fa
     producer.close()
     assert sent.offset == 5
     assert _consume_all(broker.bootstrap, [tp], 1) == [("topic_transactions", 0, 5, None, b"after-the-move")]
+    # librdkafka sees the same topic, its log start (5) and the record written after the move
+    ck = CKConsumer({"bootstrap.servers": broker.bootstrap, "group.id": "portability-ck",
+                     "enable.auto.commit": False})
+    low, high = ck.get_watermark_offsets(CKTopicPartition("topic_transactions", 0), timeout=15)
+    assert (low, high) == (5, 6)
+    ck.assign([CKTopicPartition("topic_transactions", 0, 5)])
+    msg = None
+    for _ in range(30):
+        msg = ck.poll(1.0)
+        if msg is not None and msg.error() is None:
+            break
+    assert msg is not None and (msg.offset(), msg.value()) == (5, b"after-the-move")
+    ck.close()
 
     assert broker.stop() == 0
     # Odradek led a new KRaft epoch in Kafka's shape
