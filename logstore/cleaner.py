@@ -53,6 +53,7 @@ from odradek.wire.records import (
     RecordBatch,
     iter_batches,
     parse_control_record_key,
+    read_record_varlong,
 )
 
 from . import files
@@ -392,25 +393,6 @@ def empty_batch_header(h) -> bytes:
     return bytes(out)
 
 
-def _zigzag(buf: bytes, pos: int) -> tuple[int, int]:
-    """A zig-zag varint/varlong at `pos`: (value, next position)."""
-    b = buf[pos]
-    if b < 0x80:
-        return (b >> 1) ^ -(b & 1), pos + 1
-    raw = b & 0x7F
-    shift = 7
-    pos += 1
-    while True:
-        b = buf[pos]
-        pos += 1
-        raw |= (b & 0x7F) << shift
-        if b < 0x80:
-            return (raw >> 1) ^ -(raw & 1), pos
-        shift += 7
-        if shift > 63:
-            raise CorruptRecordError("varint too long")
-
-
 class RawRecord(NamedTuple):
     """One record of an inflated records block, located but not decoded: what the cleaner needs
     (offset, timestamp, key, whether the value is null) and where its key/value/headers bytes are."""
@@ -435,7 +417,7 @@ def scan_records(block: bytes, h) -> list[RawRecord]:
     base_ts = h.base_timestamp
     lat_ts = h.max_timestamp if h.attributes & _LOG_APPEND_TIME_BIT else None
     new = RawRecord._make
-    zz = _zigzag
+    zz = read_record_varlong
     try:
         for _ in range(h.record_count):
             # one-byte varints (the usual case for deltas and short keys) are decoded inline

@@ -445,6 +445,11 @@ def _varlong(buf: bytes, pos: int) -> tuple[int, int]:
     return (raw >> 1) ^ -(raw & 1), pos
 
 
+#: The zig-zag varlong reader of the record format, for other record scanners (the log cleaner);
+#: raises InvalidRecordError when too long, IndexError on a short buffer.
+read_record_varlong = _varlong
+
+
 def _check_count(count: int, block_len: int) -> None:
     if count < 0:
         raise InvalidRecordError(f"found invalid record count {count}")
