@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import sys
 from collections.abc import Awaitable, Callable
 from pathlib import Path
 from typing import Any
@@ -9,34 +10,15 @@ from typing import Any
 import trio
 import trio.testing
 
-from odradek.cluster_metadata import Topic, random_uuid
 from odradek.config import BrokerConfig
 from odradek.group_coordinator import GroupCoordinator
 from odradek.logstore.config import LogConfig
 from odradek.logstore.partition_log import PartitionLog
 
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))  # tests/: the shared fakes
+from fake_metadata import FakeMetadata  # noqa: E402
+
 CONSUMER_OFFSETS = "__consumer_offsets"
-
-
-class FakeMetadata:
-    """Just enough of ClusterMetadata: topics by name and id, creation opens logs."""
-
-    def __init__(self, broker: FakeBroker) -> None:
-        self.broker = broker
-        self.topics: dict[str, Topic] = {}
-
-    def get(self, name: str) -> Topic | None:
-        return self.topics.get(name)
-
-    def by_id(self, topic_id: Any) -> Topic | None:
-        return next((t for t in self.topics.values() if t.topic_id == topic_id), None)
-
-    def create_topic(self, name: str, partitions: int, configs: dict[str, str]) -> Topic:
-        topic = Topic(name, random_uuid(), partitions, dict(configs))
-        self.topics[name] = topic
-        for index in range(partitions):
-            self.broker.open_log(name, index, configs)
-        return topic
 
 
 class FakeBroker:

@@ -2,36 +2,18 @@
 
 from __future__ import annotations
 
+import sys
 from pathlib import Path
 from typing import Any
 
-from odradek.cluster_metadata import Topic, random_uuid
 from odradek.config import BrokerConfig
 from odradek.handlers.fetch_sessions import FetchSessionCache
 from odradek.handlers.producer_ids import ProducerIdManager
 from odradek.logstore.config import LogConfig
 from odradek.logstore.partition_log import PartitionLog
 
-
-class FakeMetadata:
-    """Topics by name and id; creating a topic opens its partition logs."""
-
-    def __init__(self, broker: FakeBroker) -> None:
-        self.broker = broker
-        self.topics: dict[str, Topic] = {}
-
-    def get(self, name: str) -> Topic | None:
-        return self.topics.get(name)
-
-    def by_id(self, topic_id: Any) -> Topic | None:
-        return next((t for t in self.topics.values() if t.topic_id == topic_id), None)
-
-    def create_topic(self, name: str, partitions: int, configs: dict[str, str]) -> Topic:
-        topic = Topic(name, random_uuid(), partitions, dict(configs))
-        self.topics[name] = topic
-        for index in range(partitions):
-            self.broker.open_log(name, index, configs)
-        return topic
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))  # tests/: the shared fakes
+from fake_metadata import FakeMetadata  # noqa: E402
 
 
 class FakeBroker:
