@@ -26,6 +26,8 @@ from confluent_kafka.admin import NewTopic as CKNewTopic
 from kafka import KafkaProducer
 from kafka_oracle import free_port
 
+from odradek.tools.client import BrokerConnection
+
 N_RECORDS = 100_000
 PARTITIONS = 3
 PRODUCE_KEY = 0
@@ -253,29 +255,11 @@ def test_kafka_python_idempotent_100k_with_faults(proxied_broker) -> None:
 # ----------------------------------------------------------------------------- Kafka's answers
 
 
-class _RawClient:
-    """One connection, one request at a time, Odradek's own wire codec (client side)."""
-
-    def __init__(self, host: str, port: int) -> None:
-        self.sock = socket.create_connection((host, port), timeout=30)
-        self.correlation = 0
+class _RawClient(BrokerConnection):
+    """One connection, one request at a time: the project's own client, called as (api, version, body)."""
 
     def call(self, api_key: int, version: int, body):
-        from odradek.wire.protocol import decode_response, encode_request, join_pieces
-
-        self.correlation += 1
-        self.sock.sendall(join_pieces(encode_request(version, self.correlation, body, api_key=api_key)))
-        size = struct.unpack(">i", self._read(4))[0]
-        return decode_response(self._read(size), api_key, version)[1]
-
-    def _read(self, n: int) -> bytes:
-        buf = bytearray()
-        while len(buf) < n:
-            chunk = self.sock.recv(n - len(buf))
-            if not chunk:
-                raise ConnectionError("closed")
-            buf += chunk
-        return bytes(buf)
+        return self.send(api_key, body, version)
 
 
 def _producer_check_answers(broker) -> list[tuple[str, int, int]]:

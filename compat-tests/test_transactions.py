@@ -24,6 +24,8 @@ import pytest
 from confluent_kafka import Consumer, KafkaException, Producer, TopicPartition
 from confluent_kafka.admin import AdminClient, NewTopic
 
+from odradek.tools.client import BrokerConnection
+
 TXN_OVERRIDES = {
     # abort checks every 500 ms instead of Kafka's 10 s so the timeout tests stay short
     "transaction.abort.timed.out.transaction.cleanup.interval.ms": "500",
@@ -240,33 +242,11 @@ def test_consume_transform_produce_exactly_once(odradek_broker_factory) -> None:
 # ----------------------------------------------------------------------------- Kafka's answers
 
 
-class _RawClient:
-    """One connection, one request at a time, Odradek's own wire codec (client side)."""
-
-    def __init__(self, host: str, port: int) -> None:
-        import socket
-
-        self.sock = socket.create_connection((host, port), timeout=30)
-        self.correlation = 0
+class _RawClient(BrokerConnection):
+    """One connection, one request at a time: the project's own client, called as (api, version, body)."""
 
     def call(self, api_key: int, version: int, body):
-        import struct
-
-        from odradek.wire.protocol import decode_response, encode_request, join_pieces
-
-        self.correlation += 1
-        self.sock.sendall(join_pieces(encode_request(version, self.correlation, body, api_key=api_key)))
-        size = struct.unpack(">i", self._read(4))[0]
-        return decode_response(self._read(size), api_key, version)[1]
-
-    def _read(self, n: int) -> bytes:
-        buf = bytearray()
-        while len(buf) < n:
-            chunk = self.sock.recv(n - len(buf))
-            if not chunk:
-                raise ConnectionError("closed")
-            buf += chunk
-        return bytes(buf)
+        return self.send(api_key, body, version)
 
 
 def _coordinator_answers(broker) -> list[tuple]:
