@@ -12,7 +12,6 @@ the KRaft metadata log, and the broker clock inside LogAppendTime batches.
 from __future__ import annotations
 
 import json
-import socket
 import struct
 import time
 from collections.abc import Iterable
@@ -21,7 +20,8 @@ from pathlib import Path
 import pytest
 from kafka.admin import KafkaAdminClient, NewTopic
 
-from odradek.wire.protocol import decode_response, encode_request, join_pieces, request_class
+from odradek.tools.client import BrokerConnection
+from odradek.wire.protocol import request_class
 from odradek.wire.records import SimpleRecord, build_batch
 
 CORPUS = Path(__file__).resolve().parents[2] / "shared" / "fixtures" / "kafka-corpus"
@@ -77,41 +77,23 @@ class RawProducer:
 
     def __init__(self, bootstrap: str) -> None:
         host, port = bootstrap.rsplit(":", 1)
-        self.sock = socket.create_connection((host, int(port)), timeout=30)
-        self.correlation = 0
+        self.connection = BrokerConnection(host, int(port), client_id="oracle")
 
     def produce(self, topic: str, partition: int, batch: bytes) -> int:
         # A just-created topic may not have its leader yet (Kafka answers NOT_LEADER_OR_FOLLOWER
         # or UNKNOWN_TOPIC_OR_PARTITION until it does): retry like a client would.
         for _ in range(100):
-            code, offset = self._produce_once(topic, partition, batch)
-            if code not in (3, 5, 6):
+            request = Produce(acks=-1, timeout_ms=30000, topic_data=[Produce.TopicProduceData(
+                name=topic, partition_data=[Produce.PartitionProduceData(index=partition, records=batch)])])
+            result = self.connection.send(0, request, 9).responses[0].partition_responses[0]
+            if result.error_code not in (3, 5, 6):
                 break
             time.sleep(0.1)
-        assert code == 0, (topic, partition, code)
-        return offset
-
-    def _produce_once(self, topic: str, partition: int, batch: bytes) -> tuple[int, int]:
-        self.correlation += 1
-        request = Produce(acks=-1, timeout_ms=30000, topic_data=[Produce.TopicProduceData(
-            name=topic, partition_data=[Produce.PartitionProduceData(index=partition, records=batch)])])
-        self.sock.sendall(join_pieces(encode_request(9, self.correlation, request, client_id="oracle")))
-        (size,) = struct.unpack(">i", self._read(4))
-        corr, body = decode_response(self._read(size), 0, 9)
-        assert corr == self.correlation
-        result = body.responses[0].partition_responses[0]
-        return result.error_code, result.base_offset
-
-    def _read(self, n: int) -> bytes:
-        data = b""
-        while len(data) < n:
-            chunk = self.sock.recv(n - len(data))
-            assert chunk, "connection closed"
-            data += chunk
-        return data
+        assert result.error_code == 0, (topic, partition, result.error_code)
+        return result.base_offset
 
     def close(self) -> None:
-        self.sock.close()
+        self.connection.close()
 
 
 def send_all(broker, batches: Iterable[tuple[str, int, bytes]]) -> list[int]:
