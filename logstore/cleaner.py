@@ -42,8 +42,6 @@ from dataclasses import dataclass, field
 from enum import Enum
 from typing import TYPE_CHECKING, NamedTuple
 
-from crc32c import crc32c
-
 from odradek.wire.compression import compress
 from odradek.wire.primitives import write_varint, write_varlong
 from odradek.wire.records import (
@@ -56,6 +54,7 @@ from odradek.wire.records import (
     read_record_varlong,
 )
 
+from ..wire.checksum import crc32c
 from . import files
 from .checkpoints import fsync_dir
 from .offset_map import OffsetMap

@@ -18,8 +18,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import NamedTuple
 
-import crc32c
-
+from ..wire.checksum import crc32c as _crc32c
 from . import files
 from .errors import LogStoreError
 from .java_hash import hashmap_order, long_hash
@@ -141,7 +140,7 @@ def write_snapshot(path: Path, entries: list[ProducerStateEntry], sync: bool = F
         _ENTRY.pack_into(body, pos, e.producer_id, e.producer_epoch, last_seq, last_off, delta,
                          e.last_timestamp, e.coordinator_epoch, txn)
         pos += _ENTRY.size
-    data = struct.pack(">hI", SNAPSHOT_VERSION, crc32c.crc32c(body)) + bytes(body)
+    data = struct.pack(">hI", SNAPSHOT_VERSION, _crc32c(body)) + bytes(body)
     fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
     try:
         os.write(fd, data)
@@ -159,7 +158,7 @@ def read_snapshot(path: Path) -> list[ProducerStateEntry]:
     version, crc, count = _HEADER.unpack_from(data, 0)
     if version != SNAPSHOT_VERSION:
         raise CorruptSnapshotError(f"Snapshot contained an unknown file version {version}")
-    computed = crc32c.crc32c(data[6:])
+    computed = _crc32c(data[6:])
     if computed != crc:
         raise CorruptSnapshotError(
             f"Snapshot is corrupt (CRC is no longer valid). Stored crc: {crc}. Computed crc: {computed}"

@@ -12,8 +12,7 @@ import struct
 from collections.abc import Callable
 from typing import NamedTuple
 
-from crc32c import crc32c
-
+from ..wire.checksum import crc32c
 from .dump_log_java import JavaException
 
 __all__ = ["SnapshotEntry", "dump_producer_snapshot", "read_snapshot_kafka"]

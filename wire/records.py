@@ -26,8 +26,7 @@ from collections.abc import Iterable, Iterator, Sequence
 from enum import IntEnum
 from typing import TYPE_CHECKING, NamedTuple, Protocol
 
-from crc32c import crc32c
-
+from .checksum import crc32c
 from .compression import (
     DEFAULT_MAX_INFLATED_BYTES,
     CompressionType,
