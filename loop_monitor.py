@@ -15,7 +15,10 @@ second to that file::
 ``max_cpu_ms`` is the longest step in thread CPU time: on a shared machine the OS can
 deschedule the broker mid-step, which lengthens the wall-clock figure without the code being
 slow. ``hist`` counts task steps by (wall-clock) duration in buckets of :data:`BUCKET_MS` (key = bucket index,
-the last bucket also holds everything longer). ``benchmarks/runner.py`` merges the lines of a
+the last bucket also holds everything longer). ``slow`` lists (up to :data:`MAX_SLOW_PER_REPORT` a
+second) the steps that took more than :data:`SLOW_STEP_MS` of CPU, each with its task and, for a
+connection task, the request it was handling (``label``, set by the server with :func:`set_label`),
+and ``gc_slow`` the collections longer than that. ``benchmarks/runner.py`` merges the lines of a
 workload's time window into a max and a p99 (:func:`summarize`).
 """
 
@@ -25,6 +28,7 @@ import gc
 import json
 import os
 import time
+import weakref
 from collections.abc import Iterable
 from pathlib import Path
 
@@ -37,6 +41,19 @@ BUCKET_MS = 0.1
 MAX_BUCKET = 1000
 _WATCHDOG_PERIOD_S = 0.01
 _REPORT_PERIOD_S = 1.0
+#: Steps (CPU time) and GC pauses longer than this are listed one by one (issue #12's budget).
+SLOW_STEP_MS = 5.0
+MAX_SLOW_PER_REPORT = 50
+
+#: True while a monitor is installed; the server labels its connection tasks only then.
+ENABLED = False
+# What each labelled task is doing (e.g. "Fetch v13"); read when one of its steps is slow.
+_labels: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
+
+
+def set_label(label: str) -> None:
+    """Name what the current task is doing (shown with its slow steps). Call only if ENABLED."""
+    _labels[trio.lowlevel.current_task()] = label
 
 
 class StepTimer(trio.abc.Instrument):
@@ -55,6 +72,7 @@ class StepTimer(trio.abc.Instrument):
         self.max_task = ""
         self.max_cpu_s = 0.0
         self.max_cpu_task = ""
+        self.slow: list[dict] = []
 
     def before_task_step(self, task: trio.lowlevel.Task) -> None:
         self._cpu_started = time.thread_time()
@@ -68,6 +86,9 @@ class StepTimer(trio.abc.Instrument):
         if cpu > self.max_cpu_s:
             self.max_cpu_s = cpu
             self.max_cpu_task = task.name
+        if cpu * 1000 > SLOW_STEP_MS and len(self.slow) < MAX_SLOW_PER_REPORT:
+            self.slow.append({"task": task.name, "label": _labels.get(task, ""),
+                              "ms": round(elapsed * 1000, 3), "cpu_ms": round(cpu * 1000, 3)})
         bucket = int(elapsed * (1000 / BUCKET_MS))
         if bucket > MAX_BUCKET:
             bucket = MAX_BUCKET
@@ -91,6 +112,7 @@ class GcTimer:
         self.max_s = 0.0
         self.max_generation = -1
         self.total_s = 0.0
+        self.slow: list[dict] = []
 
     def __call__(self, phase: str, info: dict) -> None:
         if phase == "start":
@@ -102,6 +124,9 @@ class GcTimer:
         if elapsed > self.max_s:
             self.max_s = elapsed
             self.max_generation = info.get("generation", -1)
+        if elapsed * 1000 > SLOW_STEP_MS and len(self.slow) < MAX_SLOW_PER_REPORT:
+            self.slow.append({"ms": round(elapsed * 1000, 3), "generation": info.get("generation", -1),
+                              "collected": info.get("collected", 0)})
 
 
 async def _watchdog(state: dict[str, float]) -> None:
@@ -132,6 +157,8 @@ async def _reporter(timer: StepTimer, state: dict[str, float], path: Path, gc_ti
                 "gc_max_generation": gc_timer.max_generation,
                 "gc_total_ms": round(gc_timer.total_s * 1000, 3),
                 "hist": {str(k): v for k, v in sorted(timer.hist.items())},
+                "slow": timer.slow,
+                "gc_slow": gc_timer.slow,
             }
             timer.reset()
             gc_timer.reset()
@@ -141,9 +168,11 @@ async def _reporter(timer: StepTimer, state: dict[str, float], path: Path, gc_ti
 
 def start_from_env(nursery: trio.Nursery) -> bool:
     """Start monitoring in `nursery` when ODRADEK_LOOP_MONITOR is set; True if started."""
+    global ENABLED
     target = os.environ.get(ENV_VAR)
     if not target:
         return False
+    ENABLED = True
     timer = StepTimer()
     state = {"lag_max": 0.0}
     gc_timer = GcTimer()
@@ -165,7 +194,11 @@ def summarize(lines: Iterable[dict]) -> dict[str, float | str | int]:
     max_cpu_task = ""
     gc_max = 0.0
     gc_count = 0
+    slow: list[dict] = []
+    gc_slow: list[dict] = []
     for line in lines:
+        slow.extend(line.get("slow", ()))
+        gc_slow.extend(line.get("gc_slow", ()))
         gc_max = max(gc_max, line.get("gc_max_ms", 0.0))
         gc_count += line.get("gc_count", 0)
         steps += line["steps"]
@@ -190,7 +223,8 @@ def summarize(lines: Iterable[dict]) -> dict[str, float | str | int]:
 
     return {"steps": steps, "max_ms": max_ms, "max_task": max_task, "p99_ms": pct(0.99),
             "p999_ms": pct(0.999), "lag_max_ms": lag, "max_cpu_ms": max_cpu_ms, "max_cpu_task": max_cpu_task,
-            "gc_max_ms": gc_max, "gc_count": gc_count}
+            "gc_max_ms": gc_max, "gc_count": gc_count,
+            "slow": sorted(slow, key=lambda e: -e["cpu_ms"]), "gc_slow": sorted(gc_slow, key=lambda e: -e["ms"])}
 
 
 def read_window(path: Path, start: float, end: float) -> list[dict]:

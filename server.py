@@ -40,7 +40,7 @@ from .metrics import start_metrics
 from .security import Session, listener_security_protocol
 from .wire.errors import ProtocolError
 from .wire.frames import FrameSplitter
-from .wire.protocol import decode_request_header
+from .wire.protocol import API_NAMES, decode_request_header
 from .wire.records import FileSlice
 
 if TYPE_CHECKING:
@@ -229,14 +229,18 @@ class Connection:
                              session=self.session)
         limiter = getattr(self.broker, "request_limiter", None)
         api_key = int.from_bytes(frame[0:2], "big", signed=True) if len(frame) >= 2 else -1
+        if loop_monitor.ENABLED:  # slow steps are reported with the request they served
+            version = int.from_bytes(frame[2:4], "big", signed=True) if len(frame) >= 4 else -1
+            loop_monitor.set_label(f"{API_NAMES.get(api_key, api_key)} v{version}")
         if limiter is None:
             response = await self._dispatch(ctx, frame, api_key)
         else:
             async with limiter:  # queued.max.requests: requests being handled at once
                 response = await self._dispatch(ctx, frame, api_key)
-        if response is None:
-            return
-        await self._send(response)
+        if response is not None:
+            await self._send(response)
+        if loop_monitor.ENABLED:
+            loop_monitor.set_label("receive")
 
     async def _dispatch(self, ctx: RequestContext, frame: memoryview, api_key: int) -> list | None:
         """Dispatch; a request that may wait long (a long-poll Fetch) is
