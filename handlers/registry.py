@@ -79,6 +79,7 @@ _HANDLER_MODULES = (
     "producer_ids",
     "transactions",
     "security",
+    "scram_credentials",
 )
 
 

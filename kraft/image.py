@@ -3,7 +3,8 @@
 Records are applied in log order. Records inside a metadata transaction
 (BeginTransactionRecord ... EndTransactionRecord) are held back and applied at its end, or
 dropped on AbortTransactionRecord or when the log ends inside the transaction, as Kafka's
-controller does. Record types Odradek has no use for (NoOp, ACLs, quotas, SCRAM, ...) are
+controller does. SCRAM credentials (UserScramCredentialRecord / RemoveUserScramCredentialRecord)
+are kept in ``scram``. Record types Odradek has no use for here (NoOp, ACLs, quotas, ...) are
 counted and skipped.
 """
 
@@ -60,6 +61,8 @@ class MetadataImage:
         self.features: dict[str, int] = {}
         self.brokers: dict[int, Any] = {}
         self.next_producer_id = 0
+        #: UserScramCredentialRecords by (mechanism type, user name), as Kafka's ScramImage holds them
+        self.scram: dict[tuple[int, str], Any] = {}
         self.skipped: Counter[str] = Counter()
         self.records_applied = 0
         self._txn: list[MetadataRecord] | None = None
@@ -185,3 +188,12 @@ class MetadataImage:
 
     def _on_ProducerIdsRecord(self, m: Any) -> None:  # noqa: N802
         self.next_producer_id = max(self.next_producer_id, m.next_producer_id)
+
+    def _on_UserScramCredentialRecord(self, m: Any) -> None:  # noqa: N802
+        self.scram[(m.mechanism, m.name)] = m
+
+    def _on_RemoveUserScramCredentialRecord(self, m: Any) -> None:  # noqa: N802
+        if self.scram.pop((m.mechanism, m.name), None) is None:
+            # Kafka's controller refuses such a log; a reader here only notes it
+            log.warning("RemoveUserScramCredentialRecord for %s (mechanism %d) that does not exist", m.name,
+                        m.mechanism)

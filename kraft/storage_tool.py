@@ -1,17 +1,24 @@
 """`odradek storage format | info | random-uuid`: Odradek's kafka-storage.sh.
 
 `format -t <cluster id> -c <server.properties> [--override k=v] [--ignore-formatted]
-[--release-version 4.1] [--feature name=level]` writes meta.properties into every log dir
-and bootstrap.checkpoint into the metadata log dir, exactly as Kafka 4.1's tool does, so
-either broker can start on the result.
+[--release-version 4.1] [--feature name=level] [--add-scram 'SCRAM-SHA-256=[name=alice,password=...]']`
+writes meta.properties into every log dir and bootstrap.checkpoint into the metadata log dir,
+exactly as Kafka 4.1's tool does, so either broker can start on the result. `--add-scram`
+(repeatable) adds a UserScramCredentialRecord after the feature levels of bootstrap.checkpoint;
+the broker copies it into the metadata log on its first start.
 """
 
 from __future__ import annotations
 
 import argparse
 import sys
+from typing import Any
 
+from ..security.scram import MECHANISM_TYPES, ScramFormatError, parse_scram_argument
+from .bootstrap import write_bootstrap
 from .features import RELEASE_METADATA_VERSIONS, default_feature_levels, metadata_version_name
+from .records import new_record
+from .snapshot import BOOTSTRAP_FILE
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -28,6 +35,10 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     fmt.add_argument("-r", "--release-version", default=None,
                      help=f"release whose metadata.version to use ({', '.join(RELEASE_METADATA_VERSIONS)})")
     fmt.add_argument("-f", "--feature", action="append", metavar="name=level", help="a feature level (repeatable)")
+    fmt.add_argument("-S", "--add-scram", action="append", metavar="MECHANISM=[name=...,password=...]",
+                     help="a SCRAM credential for the bootstrap metadata, e.g. "
+                          "'SCRAM-SHA-256=[name=alice,password=alice-secret]'; keys: name, password or "
+                          "saltedpassword+salt (base64), salt, iterations (repeatable)")
     sub.add_parser("random-uuid", help="print a random cluster id")
 
 
@@ -61,10 +72,32 @@ def main(args: argparse.Namespace) -> int:
             return 1
         levels[name.strip()] = int(level)
     try:
+        scram_records = scram_bootstrap_records(args.add_scram or [])
+    except ScramFormatError as exc:
+        print(f"odradek storage: {exc}", file=sys.stderr)
+        return 1
+    meta_dir = metadata_log_dir(config)
+    had_bootstrap = (meta_dir / BOOTSTRAP_FILE).exists()
+    try:
         format_storage(config, args.cluster_id, levels, ignore_formatted=args.ignore_formatted)
     except StorageError as exc:
         print(f"odradek storage: {exc}", file=sys.stderr)
         return 1
+    if scram_records and not had_bootstrap and (meta_dir / BOOTSTRAP_FILE).exists():
+        # this run wrote the bootstrap metadata: the credentials go in with the feature levels
+        write_bootstrap(meta_dir, levels, extra_records=scram_records)
     print(f"Formatting metadata directory {metadata_log_dir(config)} with metadata.version "
           f"{metadata_version_name(levels['metadata.version'])}.")
     return 0
+
+
+def scram_bootstrap_records(arguments: list[str]) -> list[tuple[str, Any]]:
+    """The UserScramCredentialRecords for `--add-scram` arguments, in argument order (Kafka's
+    ScramParser); raises ScramFormatError with Kafka's message for a bad argument."""
+    records = []
+    for argument in arguments:
+        mechanism, name, cred = parse_scram_argument(argument)
+        records.append(("UserScramCredentialRecord", new_record(
+            "UserScramCredentialRecord", name=name, mechanism=MECHANISM_TYPES[mechanism], salt=cred.salt,
+            stored_key=cred.stored_key, server_key=cred.server_key, iterations=cred.iterations)))
+    return records

@@ -162,10 +162,13 @@ class MetadataStore:
         else:
             levels = [("FeatureLevelRecord", new_record("FeatureLevelRecord", name=n, feature_level=v))
                       for n, v in default_feature_levels().items()]
-        # metadata.version first: Kafka replays it before anything else
-        levels.sort(key=lambda r: 0 if getattr(r[1], "name", "") == "metadata.version" else 1)
-        mv = next((m.feature_level for n, m in levels if getattr(m, "name", "") == "metadata.version"),
-                  METADATA_VERSION_4_1)
+        # metadata.version first: Kafka replays it before anything else (SCRAM records of
+        # --add-scram follow the feature levels, in their order)
+        def is_mv(r: tuple[str, Any]) -> bool:
+            return r[0] == "FeatureLevelRecord" and r[1].name == "metadata.version"
+
+        levels.sort(key=lambda r: 0 if is_mv(r) else 1)
+        mv = next((m.feature_level for n, m in levels if is_mv((n, m))), METADATA_VERSION_4_1)
         if not supports_metadata_transactions(mv):
             return levels
         return [("BeginTransactionRecord", new_record("BeginTransactionRecord", name="Bootstrap records")),
@@ -253,6 +256,15 @@ class MetadataStore:
         for name, msg in records:
             self.image.replay(MetadataRecord(name, 0, msg))
         return base
+
+    def append_records(self, records: Sequence[tuple[str, Any]]) -> int:
+        """Persist controller records that are no topic change (SCRAM credentials, ...) as one batch,
+        then apply them to the image; returns the batch's base offset."""
+        return self._append(records)
+
+    def scram_credentials(self) -> dict[tuple[int, str], Any]:
+        """The UserScramCredentialRecords in force, by (mechanism type, user name)."""
+        return self.image.scram
 
     # ------------------------------------------------------------------ ClusterMetadata's interface
 

@@ -308,6 +308,22 @@ def enforce(ctx: Any, header: Any, body: Any) -> Post | None:
             raise Denied(cls(filter_results=[cls.DeleteAclsFilterResult(
                 error_code=code, error_message="Cluster authorization failed.") for _ in body.filters]))
         return None
+    if key == 50:  # DescribeUserScramCredentials: DESCRIBE on the cluster (KafkaApis)
+        if not allowed(OP_DESCRIBE, RT_CLUSTER, CLUSTER_NAME):
+            code = int(ErrorCode.CLUSTER_AUTHORIZATION_FAILED)
+            # Kafka's error response: one result (no user name) per requested user
+            raise Denied(cls(error_code=code, error_message=None, results=[
+                cls.DescribeUserScramCredentialsResult(error_code=code, error_message=None)
+                for _ in body.users or []]))
+        return None
+    if key == 51:  # AlterUserScramCredentials: ALTER on the cluster (ControllerApis)
+        if not allowed(OP_ALTER, RT_CLUSTER, CLUSTER_NAME):
+            users = sorted({u.name for u in body.deletions} | {u.name for u in body.upsertions})
+            raise Denied(cls(results=[cls.AlterUserScramCredentialsResult(
+                user=name, error_code=int(ErrorCode.CLUSTER_AUTHORIZATION_FAILED),
+                error_message=f"Request AlterUserScramCredentials from {principal} is not authorized.")
+                for name in users]))
+        return None
     # everything else: describing APIs need DESCRIBE on the cluster, the others ALTER
     api = header.api_name or ""
     op = OP_DESCRIBE if api.startswith(("Describe", "List", "Get")) or key == 32 else OP_ALTER

@@ -26,8 +26,8 @@ from typing import Any
 
 from ..wire.errors import ErrorCode
 from . import Session, listener_config
+from .scram import MECHANISM_TYPES, ScramCredential, ScramError, ScramServer, parse_add_scram
 from .scram import MECHANISMS as SCRAM_MECHANISMS
-from .scram import ScramCredential, ScramError, ScramServer, parse_add_scram
 
 log = logging.getLogger(__name__)
 
@@ -49,17 +49,44 @@ def parse_jaas_options(text: str | None) -> dict[str, str]:
 
 
 class CredentialStore:
-    """SCRAM credentials of the broker: config-given ones plus AlterUserScramCredentials upserts."""
+    """SCRAM credentials of the broker, looked up at each authentication (changes apply at once).
+
+    Two layers, per (mechanism, user): the KRaft metadata log's UserScramCredentialRecords
+    (``odradek storage format --add-scram`` and AlterUserScramCredentials; they survive restarts)
+    win; ``odradek.sasl.scram.credentials`` (read from the config at each start, never written to
+    the metadata log) fills in the credentials the metadata log does not have.
+    """
 
     def __init__(self, broker: Any) -> None:
+        self.broker = broker
+        #: the config key's credentials
         self.credentials: dict[tuple[str, str], ScramCredential] = parse_add_scram(
             broker.config.get("odradek.sasl.scram.credentials") or "")
 
+    def metadata_credentials(self) -> dict[tuple[int, str], Any]:
+        """UserScramCredentialRecords by (mechanism type, user) from the metadata store ({} without one)."""
+        store = getattr(self.broker, "metadata_store", None)
+        image = getattr(store, "image", None)
+        return getattr(image, "scram", None) or {}
+
     def lookup(self, mechanism: str, user: str) -> ScramCredential | None:
+        rec = self.metadata_credentials().get((MECHANISM_TYPES.get(mechanism, 0), user))
+        if rec is not None:
+            return ScramCredential(bytes(rec.salt), bytes(rec.stored_key), bytes(rec.server_key), rec.iterations)
         return self.credentials.get((mechanism, user))
+
+    def iterations_by_user(self) -> dict[str, dict[int, int]]:
+        """user -> {mechanism type: iterations} over both layers (what DescribeUserScramCredentials shows)."""
+        out: dict[str, dict[int, int]] = {}
+        for (mechanism, user), cred in self.credentials.items():
+            out.setdefault(user, {})[MECHANISM_TYPES[mechanism]] = cred.iterations
+        for (mechanism_type, user), rec in self.metadata_credentials().items():
+            out.setdefault(user, {})[mechanism_type] = rec.iterations
+        return out
 
 
 def credential_store(broker: Any) -> CredentialStore:
+    """The broker's CredentialStore (created on first use)."""
     store = getattr(broker, "scram_credentials", None)
     if store is None:
         store = broker.scram_credentials = CredentialStore(broker)

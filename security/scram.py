@@ -4,10 +4,11 @@ A credential is what Kafka stores for a user and mechanism (its UserScramCredent
 iteration count, StoredKey = H(HMAC(SaltedPassword, "Client Key")) and ServerKey =
 HMAC(SaltedPassword, "Server Key"). The password itself is never kept.
 
-Users come from ``odradek.sasl.scram.credentials`` in the syntax of ``kafka-storage format
---add-scram`` (``SCRAM-SHA-256=[name=alice,password=alice-secret,iterations=8192]``; several
-entries separated by ``;``) and from AlterUserScramCredentials requests (salted password sent by
-the admin client, as ``kafka-configs --alter --add-config 'SCRAM-SHA-256=[password=...]'`` does).
+Credentials live in the KRaft metadata log as UserScramCredentialRecords, written by ``odradek
+storage format --add-scram`` (:func:`parse_scram_argument`, kafka-storage.sh's syntax, into
+bootstrap.checkpoint) and by AlterUserScramCredentials (the admin client sends salt and salted
+password). ``odradek.sasl.scram.credentials`` adds config-given users below those
+(:class:`odradek.security.sasl.CredentialStore`).
 """
 
 from __future__ import annotations
@@ -66,36 +67,103 @@ def make_credential(mechanism: str, password: str, iterations: int = DEFAULT_ITE
                                   salt, iterations)
 
 
-_ENTRY = re.compile(r"(SCRAM-SHA-(?:256|512))\s*=\s*\[([^\]]*)\]")
+#: Kafka's ScramMechanism type ids back to names (UNKNOWN for anything else)
+MECHANISM_NAMES = {v: k for k, v in MECHANISM_TYPES.items()}
+
+
+class ScramFormatError(ValueError):
+    """An ``--add-scram`` argument Kafka's StorageTool would refuse (the message says why)."""
+
+
+def _split_components(body: str) -> list[str]:
+    """``a=1,b="x,y"`` -> ``['a=1', 'b="x,y"']``: Kafka splits at every comma; a comma inside a
+    double-quoted value is kept here as well (Kafka would refuse such an argument)."""
+    parts: list[str] = []
+    current: list[str] = []
+    quoted = False
+    for ch in body:
+        if ch == '"':
+            quoted = not quoted
+        if ch == "," and not quoted:
+            parts.append("".join(current))
+            current = []
+        else:
+            current.append(ch)
+    parts.append("".join(current))
+    return parts
+
+
+def _b64(what: str, value: str) -> bytes:
+    try:
+        return base64.b64decode(value, validate=True)
+    except ValueError:
+        raise ScramFormatError(f"Failed to decode given {what}: {value}") from None
+
+
+def parse_scram_argument(argument: str) -> tuple[str, str, ScramCredential]:
+    """One ``--add-scram`` argument, e.g. ``SCRAM-SHA-256=[name=alice,password=alice-secret]``.
+
+    Kafka's StorageTool rules: ``name`` is required; ``password``, or ``saltedpassword`` together
+    with ``salt`` (both base64); optional ``salt`` and ``iterations`` (default 4096, within the
+    mechanism's 4096..16384); a value may be double-quoted; any other key is an error.
+    Returns (mechanism, user name, credential).
+    """
+    text = argument.strip()
+    mechanism, sep, config = text.partition("=")
+    if not sep:
+        raise ScramFormatError(f"Failed to find equals sign in SCRAM argument '{text}'")
+    if mechanism not in MECHANISMS:
+        raise ScramFormatError(f"The add-scram mechanism {mechanism} is not supported.")
+    if not config.startswith("["):
+        raise ScramFormatError("Expected configuration string to start with [")
+    if not config.endswith("]"):
+        raise ScramFormatError("Expected configuration string to end with ]")
+    fields: dict[str, str] = {}
+    for component in _split_components(config[1:-1]):
+        key, eq, value = component.partition("=")
+        if not eq:
+            raise ScramFormatError(f"No equals sign found in SCRAM component: {component}")
+        if len(value) >= 2 and value.startswith('"') and value.endswith('"'):
+            value = value[1:-1]
+        fields[key] = value
+    name = fields.pop("name", None)
+    if name is None:
+        raise ScramFormatError("You must supply 'name' to add-scram")
+    salt = _b64("salt", fields.pop("salt")) if "salt" in fields else None
+    iterations_text = fields.pop("iterations", None)
+    try:
+        iterations = DEFAULT_ITERATIONS if iterations_text is None else int(iterations_text)
+    except ValueError:
+        raise ScramFormatError(f"Failed to parse iterations count: {iterations_text}") from None
+    password = fields.pop("password", None)
+    salted_text = fields.pop("saltedpassword", None)
+    if password is None:
+        if salted_text is None:
+            raise ScramFormatError("You must supply one of 'password' or 'saltedpassword' to add-scram")
+        if salt is None:
+            raise ScramFormatError("You must supply 'salt' with 'saltedpassword' to add-scram")
+    if fields:
+        raise ScramFormatError(f"Unknown SCRAM configurations: {', '.join(sorted(fields))}")
+    if iterations < MIN_ITERATIONS[mechanism]:
+        raise ScramFormatError(f"The 'iterations' value must be >= {MIN_ITERATIONS[mechanism]} for add-scram "
+                               f"using {mechanism}")
+    if iterations > MAX_ITERATIONS:
+        raise ScramFormatError(f"The 'iterations' value must be <= {MAX_ITERATIONS} for add-scram using {mechanism}")
+    if password is not None:
+        return mechanism, name, make_credential(mechanism, password, iterations, salt)
+    assert salt is not None and salted_text is not None
+    return mechanism, name, credential_from_salted(mechanism, _b64("saltedPassword", salted_text), salt, iterations)
+
+
+_ENTRY = re.compile(r"SCRAM-SHA-(?:256|512)\s*=\s*\[[^\]]*\]")
 
 
 def parse_add_scram(text: str) -> dict[tuple[str, str], ScramCredential]:
-    """Credentials from ``SCRAM-SHA-256=[name=alice,password=secret];SCRAM-SHA-512=[...]``.
-
-    Keys of one entry: ``name``, ``password`` (or ``saltedpassword`` + ``salt``, base64), ``salt``
-    (base64, optional), ``iterations`` (default 4096, Kafka's range 4096..16384).
-    """
+    """Credentials from ``SCRAM-SHA-256=[name=alice,password=secret];SCRAM-SHA-512=[...]``
+    (the ``odradek.sasl.scram.credentials`` key): entries in :func:`parse_scram_argument`'s syntax."""
     out: dict[tuple[str, str], ScramCredential] = {}
-    for mechanism, body in _ENTRY.findall(text or ""):
-        fields: dict[str, str] = {}
-        for part in re.findall(r'(\w+)\s*=\s*("(?:[^"\\]|\\.)*"|[^,]*)', body):
-            key, value = part
-            fields[key.lower()] = value[1:-1] if value.startswith('"') else value.strip()
-        name = fields.get("name")
-        if not name:
-            raise ValueError(f"SCRAM credential without name: {body!r}")
-        iterations = int(fields.get("iterations", DEFAULT_ITERATIONS))
-        if not MIN_ITERATIONS[mechanism] <= iterations <= MAX_ITERATIONS:
-            raise ValueError(f"iterations {iterations} of {name} outside {MIN_ITERATIONS[mechanism]}..{MAX_ITERATIONS}")
-        salt = base64.b64decode(fields["salt"]) if "salt" in fields else None
-        if "saltedpassword" in fields:
-            if salt is None:
-                raise ValueError(f"saltedpassword of {name} needs a salt")
-            cred = credential_from_salted(mechanism, base64.b64decode(fields["saltedpassword"]), salt, iterations)
-        elif "password" in fields:
-            cred = make_credential(mechanism, fields["password"], iterations, salt)
-        else:
-            raise ValueError(f"SCRAM credential of {name} has no password")
+    for entry in _ENTRY.findall(text or ""):
+        mechanism, name, cred = parse_scram_argument(re.sub(r"\s*=\s*\[", "=[", entry, count=1))
         out[(mechanism, name)] = cred
     return out
 
