@@ -99,6 +99,31 @@ PRODUCE_MATRIX = (
 QUICK_MATRIX = (BASE, Produce("100B", size=100), Produce("100KiB", size=100 * 1024), Produce("lz4", compression="lz4"))
 
 
+@dataclass(frozen=True)
+class WireProduce:
+    """A produce workload driven by benchmarks/wire_load.py: one prebuilt Produce request (one
+    batch of about `batch_bytes` per partition, all partitions) sent again and again, pipelined."""
+
+    name: str
+    batch_bytes: int = 256 * 1024
+    acks: int = 1
+    partitions: int = 6
+    conns: int = 1  # one process per connection
+    in_flight: int = 5
+    size: int = 1024
+    mbytes: float = 1.0
+
+
+WIRE_BASE = WireProduce("wire 1KiB base")
+WIRE_MATRIX = (
+    WIRE_BASE,
+    WireProduce("wire acks=all", acks=-1),
+    WireProduce("wire 16KiB batches", batch_bytes=16 * 1024),
+    WireProduce("wire 2 connections", conns=2),
+)
+QUICK_WIRE_MATRIX = (WIRE_BASE, WireProduce("wire acks=all", acks=-1))
+
+
 @dataclass
 class Profile:
     """How much work each part of a run does."""
@@ -111,13 +136,16 @@ class Profile:
     latency_rate: int
     matrix: tuple[Produce, ...]
     baseline_bytes: int
+    wire_matrix: tuple[WireProduce, ...] = ()
 
 
 PROFILES = {
     "full": Profile(runs=3, produce_bytes=128 * MIB, catchup_bytes=1024 * MIB, mixed_bytes=128 * MIB,
-                    latency_seconds=10, latency_rate=10_000, matrix=PRODUCE_MATRIX, baseline_bytes=1024 * MIB),
+                    latency_seconds=10, latency_rate=10_000, matrix=PRODUCE_MATRIX, baseline_bytes=1024 * MIB,
+                    wire_matrix=WIRE_MATRIX),
     "quick": Profile(runs=1, produce_bytes=48 * MIB, catchup_bytes=192 * MIB, mixed_bytes=48 * MIB,
-                     latency_seconds=6, latency_rate=10_000, matrix=QUICK_MATRIX, baseline_bytes=192 * MIB),
+                     latency_seconds=6, latency_rate=10_000, matrix=QUICK_MATRIX, baseline_bytes=192 * MIB,
+                     wire_matrix=QUICK_WIRE_MATRIX),
 }
 
 
@@ -129,6 +157,15 @@ def proc_cpu_seconds(pid: int) -> float:
     """utime + stime of a process and its reaped children (Linux /proc, clock ticks -> s)."""
     fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
     return (int(fields[11]) + int(fields[12])) / CLK_TCK
+
+
+def children_cpu_seconds() -> float:
+    """utime + stime of this process's reaped children: a load generator's CPU is the difference
+    around its run (the broker, also a child, is only reaped when a workload is over)."""
+    import resource
+
+    ru = resource.getrusage(resource.RUSAGE_CHILDREN)
+    return ru.ru_utime + ru.ru_stime
 
 
 def proc_status_kb(pid: int, key: str) -> int:
@@ -440,6 +477,46 @@ def kcat_consumer(bootstrap: str, topic: str, count: int, logs: Path, tail: bool
     return subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=(logs / "kcat-c.err").open("w"))
 
 
+WIRE_LOAD = Path(__file__).resolve().parent / "wire_load.py"
+
+
+def wire_processes(mode: str, bootstrap: str, topic: str, per_process: list[list[str]],
+                   logs: Path) -> tuple[float, list[dict[str, Any]]]:
+    """Run benchmarks/wire_load.py processes: each sets up (connection, prebuilt requests, end
+    offsets), says ready; then all are told to go at once. (seconds from go until the last has
+    finished, each process's stats: its CPU seconds, records, bytes.)"""
+    procs = []
+    for i, extra in enumerate(per_process):
+        err = (logs / f"wire-{mode}-{i}.err").open("w")
+        procs.append(subprocess.Popen([sys.executable, str(WIRE_LOAD), mode, "--bootstrap", bootstrap, "--topic", topic,
+                                       "--wait-go", *extra], stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+                                      stderr=err, text=True))
+        err.close()
+    try:
+        for p in procs:
+            assert p.stdout is not None
+            if not p.stdout.readline():
+                raise RuntimeError(f"wire {mode} generator failed to start; see {logs}/wire-{mode}-*.err")
+        t0 = time.perf_counter()
+        for p in procs:
+            assert p.stdin is not None
+            p.stdin.write("go\n")
+            p.stdin.flush()
+        stats = []
+        for p in procs:
+            assert p.stdout is not None
+            line = p.stdout.readline()
+            if p.wait() != 0 or not line:
+                raise RuntimeError(f"wire {mode} generator failed; see {logs}/wire-{mode}-*.err")
+            stats.append(json.loads(line))
+        return time.perf_counter() - t0, stats
+    finally:
+        for p in procs:
+            if p.poll() is None:
+                p.kill()
+                p.wait()
+
+
 # ---------------------------------------------------------------------------------------------
 # Latency: paced confluent-kafka producer + consumer in their own processes
 # ---------------------------------------------------------------------------------------------
@@ -603,15 +680,55 @@ class Session:
         topic = topic or self._topic(w.name)
         admin_create_topic(self.t.bootstrap, topic, w.partitions)
         settle()
-        cpu0, wall0 = proc_cpu_seconds(self.t.pid), time.time()
+        cpu0, wall0, gen0 = proc_cpu_seconds(self.t.pid), time.time(), children_cpu_seconds()
         elapsed, records = kcat_producers(self.t.bootstrap, topic, w, total, self.cache, self.logs)
         cpu = proc_cpu_seconds(self.t.pid) - cpu0
+        gen = children_cpu_seconds() - gen0
         nbytes = records * w.size
         stored = end_offsets(self.t.bootstrap, topic)
         if stored != records:
             raise RuntimeError(f"{self.t.name}: {topic} holds {stored} records, {records} were produced")
         self.add(w.name, "produce", mbs=nbytes / elapsed / MB, rps=records / elapsed, seconds=elapsed,
-                 cpu_s_per_gb=cpu / (nbytes / 1e9), bytes=nbytes, **self._loop_stats(wall0, time.time()))
+                 cpu_s_per_gb=cpu / (nbytes / 1e9), gen_cpu_s_per_gb=gen / (nbytes / 1e9), bytes=nbytes,
+                 **self._loop_stats(wall0, time.time()))
+
+    def wire_produce(self, w: WireProduce) -> None:
+        """A produce workload from benchmarks/wire_load.py processes (prebuilt requests)."""
+        from wire_load import records_per_batch
+
+        topic = self._topic(w.name)
+        admin_create_topic(self.t.bootstrap, topic, w.partitions)
+        per_request = records_per_batch(w.batch_bytes, w.size) * w.partitions
+        total = self._bytes(int(self.p.produce_bytes * w.mbytes))
+        per_proc = max(1, round(total / (per_request * w.size) / w.conns))
+        args = ["--requests", str(per_proc), "--batch-bytes", str(w.batch_bytes), "--record-size", str(w.size),
+                "--acks", str(w.acks), "--in-flight", str(w.in_flight)]
+        settle()
+        cpu0, wall0 = proc_cpu_seconds(self.t.pid), time.time()
+        elapsed, stats = wire_processes("produce", self.t.bootstrap, topic, [args] * w.conns, self.logs)
+        cpu = proc_cpu_seconds(self.t.pid) - cpu0
+        wall1 = time.time()
+        records = sum(s["records"] for s in stats)
+        nbytes = sum(s["bytes"] for s in stats)
+        stored = end_offsets(self.t.bootstrap, topic)
+        if stored != records:
+            raise RuntimeError(f"{self.t.name}: {topic} holds {stored} records, {records} were produced")
+        self.add(w.name, "produce", mbs=nbytes / elapsed / MB, rps=records / elapsed, seconds=elapsed,
+                 cpu_s_per_gb=cpu / (nbytes / 1e9), gen_cpu_s_per_gb=sum(s["cpu_seconds"] for s in stats) / (nbytes / 1e9),
+                 bytes=nbytes, **self._loop_stats(wall0, wall1))
+
+    def wire_consume(self, topic: str) -> None:
+        """benchmarks/wire_load.py reading the catch-up topic from offset 0 (one connection)."""
+        cpu0, wall0 = proc_cpu_seconds(self.t.pid), time.time()
+        elapsed, stats = wire_processes("consume", self.t.bootstrap, topic, [[]], self.logs)
+        cpu = proc_cpu_seconds(self.t.pid) - cpu0
+        wall1 = time.time()
+        records = sum(s["records"] for s in stats)  # the generator checked it against ListOffsets
+        nbytes = records * 1024
+        self.add("wire consumer catch-up from 0", "consume", mbs=nbytes / elapsed / MB, rps=records / elapsed,
+                 seconds=elapsed, cpu_s_per_gb=cpu / (nbytes / 1e9),
+                 gen_cpu_s_per_gb=sum(s["cpu_seconds"] for s in stats) / (nbytes / 1e9), bytes=nbytes,
+                 **self._loop_stats(wall0, wall1))
 
     def catchup(self) -> str:
         """Produce the catch-up topic, then time a consumer reading all of it from offset 0."""
@@ -620,17 +737,20 @@ class Session:
         total = self._bytes(self.p.catchup_bytes)
         self.produce(w, total, topic)
         records = total // w.size
-        cpu0, wall0 = proc_cpu_seconds(self.t.pid), time.time()
+        cpu0, wall0, gen0 = proc_cpu_seconds(self.t.pid), time.time(), children_cpu_seconds()
         t0 = time.perf_counter()
         c = kcat_consumer(self.t.bootstrap, topic, records, self.logs)
         if c.wait() != 0:
             raise RuntimeError(f"catch-up consumer failed; see {self.logs}/kcat-c.err")
         elapsed = time.perf_counter() - t0
         cpu = proc_cpu_seconds(self.t.pid) - cpu0
+        gen = children_cpu_seconds() - gen0
         nbytes = records * w.size
         self.add("consumer catch-up from 0", "consume", mbs=nbytes / elapsed / MB, rps=records / elapsed,
-                 seconds=elapsed, cpu_s_per_gb=cpu / (nbytes / 1e9), bytes=nbytes,
-                 **self._loop_stats(wall0, time.time()))
+                 seconds=elapsed, cpu_s_per_gb=cpu / (nbytes / 1e9), gen_cpu_s_per_gb=gen / (nbytes / 1e9),
+                 bytes=nbytes, **self._loop_stats(wall0, time.time()))
+        if self.p.wire_matrix:
+            self.wire_consume(topic)
         return topic
 
     def recovery(self, topic: str) -> None:
@@ -710,6 +830,8 @@ class Session:
             self.recovery(topic)
             for w in self.p.matrix:
                 self.produce(w)
+            for ww in self.p.wire_matrix:
+                self.wire_produce(ww)
             self.mixed()
             self.latency()
             hwm = max(hwm, proc_status_kb(t.pid, "VmHWM"))

@@ -37,3 +37,56 @@ def test_runner_quick_tiny(tmp_path: Path, kcat: str) -> None:
     assert mixed["loop"]["steps"] > 0  # the loop monitor reported while the workload ran
     text = report.read_text()
     assert "## Targets" in text and "1KiB base" in text
+    # the wire load generator's rows run next to the kcat ones
+    assert {"wire 1KiB base", "wire acks=all", "wire consumer catch-up from 0"} <= workloads
+    wire = next(r for r in data["results"] if r["workload"] == "wire 1KiB base")["metrics"]
+    assert wire["gen_cpu_s_per_gb"] > 0 and wire["bytes"] > 0
+
+
+def test_wire_load_generator(odradek_broker_factory, tmp_path: Path) -> None:
+    """benchmarks/wire_load.py against a real Odradek: the prebuilt, re-sent Produce requests are
+    accepted (acks=1 and acks=all; the broker checks each batch's CRC-32C) and appended as new
+    records every time, and the header-only consumer counts every record, also when the size
+    limits cut responses (and possibly batches) short."""
+    sys.path.insert(0, str(REPO / "benchmarks"))
+    from runner import admin_create_topic, end_offsets
+    from wire_load import ConsumeLoad, ProduceLoad, records_per_batch, walk_batches
+
+    from odradek.tools.client import KafkaClient
+
+    broker = odradek_broker_factory()
+    topic = "wire-load"
+    admin_create_topic(broker.bootstrap, topic, 3)
+    produced = 0
+    for acks, requests in ((1, 9), (-1, 4)):
+        load = ProduceLoad(broker.bootstrap, topic, batch_bytes=64 * 1024, record_size=1024, acks=acks, in_flight=3)
+        assert load.records_per_request == 3 * records_per_batch(64 * 1024, 1024)
+        stats = load.run(requests)
+        load.close()
+        assert stats.records == requests * load.records_per_request
+        assert stats.bytes == stats.records * 1024
+        produced += stats.records
+    assert end_offsets(broker.bootstrap, topic) == produced
+
+    with KafkaClient(broker.bootstrap) as client:
+        info = client.topic(topic)
+        first = next(client.fetch(info, {0: 0}))
+    assert first.key is None and len(first.value) == 1024
+
+    for max_bytes, part_max in ((50 << 20, 10 << 20), (150_000, 70_000)):
+        consume = ConsumeLoad(broker.bootstrap, topic, max_bytes=max_bytes, partition_max_bytes=part_max)
+        assert consume.expected_records == produced
+        stats = consume.run()  # raises unless it counted every record
+        consume.close()
+        assert stats.records == produced
+        assert stats.requests >= (2 if max_bytes < produced * 1024 else 1)
+    part = ConsumeLoad(broker.bootstrap, topic, [1])
+    assert part.run().records == part.expected_records == produced // 3
+    part.close()
+
+    # a record set cut inside its second batch: only the first batch counts
+    from odradek.wire.records import SimpleRecord, build_batch
+
+    one = build_batch([SimpleRecord(b"x" * 10, timestamp=1)] * 5, base_offset=7)
+    assert walk_batches(memoryview(one + one[:40])) == (12, 5)
+    assert walk_batches(memoryview(b"")) == (-1, 0)
