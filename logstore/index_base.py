@@ -17,6 +17,9 @@ from pathlib import Path
 
 log = logging.getLogger(__name__)
 
+_PAGE = mmap.PAGESIZE
+_ZERO_PAGES = bytes(8 * _PAGE)
+
 
 class CorruptIndexError(Exception):
     """An index file fails its sanity check (bad length or entries below the base offset)."""
@@ -59,6 +62,9 @@ class IndexFile:
         self._map(length)
         # An existing file is assumed to be completely valid: entries = length / entry size.
         self._entries = 0 if not existed else length // self.ENTRY_SIZE
+        # Pages below this offset are in the page cache with their blocks allocated (or hold data);
+        # the ones above are holes of the sparse preallocated file.
+        self._materialized = -(-length // _PAGE) * _PAGE if existed else 0
         self._load_last()
 
     def _map(self, length: int) -> None:
@@ -76,6 +82,25 @@ class IndexFile:
 
     def _round(self, n: int) -> int:
         return n - n % self.ENTRY_SIZE
+
+    def _materialize(self, pos: int, size: int) -> None:
+        """Make the pages of [pos, pos + size) real before an entry is stored there through the map.
+
+        The first store into a hole of a shared file mapping faults into the file system (ext4's
+        page_mkwrite allocates the block under a journal handle): ~0.8 ms of CPU and several ms of
+        wall clock per page on the benchmark machine, once per new segment and every 341-512
+        entries, on the event loop. Writing the page's zeros with pwrite first (it holds no entry
+        yet, so the bytes do not change) costs a few microseconds, and the store then is a plain
+        memory write.
+        """
+        end = pos + size
+        if end <= self._materialized:
+            return
+        start = max(self._materialized, pos - pos % _PAGE)
+        stop = min(-(-end // _PAGE) * _PAGE + 3 * _PAGE, self._length)  # a few pages ahead at once
+        if stop > start:
+            os.pwrite(self._fd, _ZERO_PAGES[:stop - start], start)
+        self._materialized = max(stop, end)
 
     def _load_last(self) -> None:
         """Refresh the cached last entry after the entry count changed."""
@@ -108,6 +133,8 @@ class IndexFile:
             self._unmap()
             os.ftruncate(self._fd, rounded)
             self._map(rounded)
+        # cut pages are gone; when the file grows again, they come back as holes
+        self._materialized = min(self._materialized, -(-rounded // _PAGE) * _PAGE)
         self._entries = min(self._entries, rounded // self.ENTRY_SIZE)
         self._load_last()
         return True

@@ -43,7 +43,10 @@ class OffsetIndex(IndexFile):
                 f"Attempt to append an offset ({offset}) to position {self._entries} no larger than "
                 f"the last offset appended ({self._last_offset}) to {self.path}."
             )
-        _ENTRY.pack_into(self._mm, self._entries * 8, offset - self.base_offset, position)
+        pos = self._entries * 8
+        if pos + 8 > self._materialized:
+            self._materialize(pos, 8)
+        _ENTRY.pack_into(self._mm, pos, offset - self.base_offset, position)
         self._entries += 1
         self._last_offset = offset
 

@@ -55,7 +55,10 @@ class TimeIndex(IndexFile):
         if timestamp > self._last_ts:
             if self._entries >= self.max_entries:
                 raise IndexFullError(f"Time index {self.path} has no room left")
-            _ENTRY.pack_into(self._mm, self._entries * 12, timestamp, offset - self.base_offset)
+            pos = self._entries * 12
+            if pos + 12 > self._materialized:
+                self._materialize(pos, 12)
+            _ENTRY.pack_into(self._mm, pos, timestamp, offset - self.base_offset)
             self._entries += 1
             self._last_ts, self._last_offset = timestamp, offset
 
