@@ -90,8 +90,11 @@ async def handle_metadata(ctx: RequestContext, header, request) -> object:
             if problem is not None:
                 topics.append(_error_topic(wanted.name, ErrorCode.INVALID_TOPIC_EXCEPTION))
             elif auto_create and not wanted.name.startswith("__"):
-                partitions = int(broker.config.get("num.partitions"))
-                meta.create_topic(wanted.name, partitions, {})
+                from .topics import admin_lock, create_topic  # noqa: PLC0415 - topics imports this module
+                async with admin_lock(broker):
+                    if meta.get(wanted.name) is None:  # not created by another request meanwhile
+                        partitions = int(broker.config.get("num.partitions"))
+                        await create_topic(broker, wanted.name, partitions, {})
                 topics.append(_error_topic(wanted.name, ErrorCode.UNKNOWN_TOPIC_OR_PARTITION))
             else:
                 topics.append(_error_topic(wanted.name, ErrorCode.UNKNOWN_TOPIC_OR_PARTITION))

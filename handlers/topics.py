@@ -7,7 +7,12 @@ duplicate names in one request, and `validate_only`.
 
 from __future__ import annotations
 
-from ..cluster_metadata import Topic, validate_topic_name
+import logging
+import weakref
+
+import trio
+
+from ..cluster_metadata import Topic, random_uuid, validate_topic_name
 from ..wire.errors import ErrorCode
 from ..wire.primitives import Uuid
 from ..wire.protocol import response_class, supported_versions
@@ -26,6 +31,103 @@ CreatePartitionsResponse = response_class(CREATE_PARTITIONS_KEY)
 DescribeTopicPartitionsResponse = response_class(DESCRIBE_TOPIC_PARTITIONS_KEY)
 
 MAX_PARTITIONS_PER_DESCRIBE = 2000
+
+log = logging.getLogger(__name__)
+_REGISTER_CHUNK = 25
+
+# One topic change at a time per broker (as Kafka's controller serialises them): a creation
+# awaits its file work in a worker thread, and a second request for the same name must not
+# pass the "already exists" check meanwhile.
+_admin_locks: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
+
+
+def admin_lock(broker) -> trio.Lock:
+    lock = _admin_locks.get(broker)
+    if lock is None:
+        lock = _admin_locks[broker] = trio.Lock()
+    return lock
+
+
+async def _open_logs(broker, topic: Topic, first: int, end: int) -> None:
+    """Create the logs of partitions [first, end) of `topic` in a worker thread, then register them.
+
+    Directory, segment and index files, partition.metadata and the leader-epoch checkpoint (with
+    their fsyncs: ~3-5 ms per partition) are made off the event loop; the logs become visible to
+    requests all at once, in one step on the loop, when they are complete.
+    """
+    manager = broker.log_manager
+    config = broker.topic_log_config(topic)
+    manager.topic_configs[topic.name] = config  # as create_log(config=...) remembers it
+    # the dirs the metadata records name for these partitions (computed as the store did)
+    dirs = broker._dirs_for_new_logs(topic.name, first, end)
+    epoch = broker.leader_epoch
+    topic_id = topic.topic_id.bytes
+    wanted = [(index, d) for index, d in zip(range(first, end), dirs, strict=True)
+              if manager.get_log(topic.name, index) is None]
+
+    def make() -> list:
+        made = []
+        try:
+            for index, d in wanted:
+                plog = manager.open_new_log(topic.name, index, topic_id, config, d)
+                made.append(plog)
+                plog.become_leader(epoch)
+        except BaseException:
+            for plog in made:
+                plog.close_handlers()
+            raise
+        return made
+
+    # shielded: once the thread runs, its logs are registered even if the request is cancelled
+    with trio.CancelScope(shield=True):
+        made = await trio.to_thread.run_sync(make)
+        # registering logs a few at a time keeps each step short (a log line each); the topic is
+        # not in the metadata yet, so no request can reach a registered log before all are in
+        for i, plog in enumerate(made, 1):
+            manager.add_log(plog)
+            if i % _REGISTER_CHUNK == 0:
+                await trio.lowlevel.checkpoint()
+        new = {index for index, _ in wanted}
+        for index in range(first, end):
+            if index not in new:  # a log that already existed: it gets the id and the epoch
+                broker.open_partition_log(topic, index)
+
+
+async def create_topic(broker, name: str, partitions: int, configs: dict[str, str]) -> Topic:
+    """ClusterMetadata.create_topic with the log files made off the event loop (hold admin_lock).
+
+    The change is persisted first (as ClusterMetadata does); the topic appears in the metadata
+    only when all of its logs exist, so no request sees a topic with missing partitions.
+    """
+    meta = broker.metadata
+    topic = Topic(name, random_uuid(), partitions, dict(configs))
+    meta._persist("create", topic)
+    await _open_logs(broker, topic, 0, partitions)
+    meta._add(topic)
+    log.info("Created topic %s with %d partitions, id %s", name, partitions, topic.topic_id.to_base64())
+    return topic
+
+
+async def add_partitions(broker, topic: Topic, new_total: int) -> None:
+    """ClusterMetadata.add_partitions with the new logs made off the event loop (hold admin_lock)."""
+    old = topic.partitions
+    broker.metadata._persist("partitions", Topic(topic.name, topic.topic_id, new_total, topic.configs))
+    await _open_logs(broker, topic, old, new_total)
+    topic.partitions = new_total
+
+
+async def delete_topic(broker, topic: Topic) -> None:
+    """ClusterMetadata.delete_topic with the file work (close, rename, checkpoints) in a worker
+    thread; the topic and its logs leave the metadata and the log manager at once, on the loop."""
+    meta = broker.metadata
+    meta._persist("delete", topic)
+    meta.topics.pop(topic.name, None)
+    meta.topics_by_id.pop(topic.topic_id, None)
+    manager = broker.log_manager
+    detached = manager.detach_logs([(topic.name, index) for index in range(topic.partitions)])
+    with trio.CancelScope(shield=True):
+        await trio.to_thread.run_sync(manager.finish_delete, detached)
+    log.info("Deleted topic %s", topic.name)
 
 
 class TopicError(Exception):
@@ -56,7 +158,7 @@ def _check_replicas(ctx: RequestContext, replication_factor: int, assignments) -
         )
 
 
-def _create_one(ctx: RequestContext, wanted, validate_only: bool):
+async def _create_one(ctx: RequestContext, wanted, validate_only: bool):
     """Validate and (unless validate_only) create one topic; returns (topic or None, partitions, configs)."""
     meta = ctx.broker.metadata
     problem = validate_topic_name(wanted.name)
@@ -78,42 +180,44 @@ def _create_one(ctx: RequestContext, wanted, validate_only: bool):
         configs = validate_topic_configs({c.name: c.value for c in wanted.configs})
     except InvalidConfig as exc:
         raise TopicError(ErrorCode.INVALID_CONFIG, str(exc)) from None
-    topic = None if validate_only else meta.create_topic(wanted.name, partitions, configs)
+    topic = None if validate_only else await create_topic(ctx.broker, wanted.name, partitions, configs)
     return topic, partitions, configs
 
 
 @handles(CREATE_TOPICS_KEY, 2, supported_versions(CREATE_TOPICS_KEY)[1])
 async def handle_create_topics(ctx: RequestContext, header, request) -> object:
-    Result = CreateTopicsResponse.CreatableTopicResult
-    ConfigEntry = CreateTopicsResponse.CreatableTopicConfigs
-    version = header.api_version
     names = [t.name for t in request.topics]
     duplicates = {n for n in names if names.count(n) > 1}
     results = []
-    for wanted in request.topics:
-        if wanted.name in duplicates:
-            results.append(Result(name=wanted.name, error_code=int(ErrorCode.INVALID_REQUEST),
-                                  error_message="Found multiple entries for this topic.",
-                                  num_partitions=-1, replication_factor=-1, configs=None))
-            continue
-        try:
-            topic, partitions, _ = _create_one(ctx, wanted, request.validate_only)
-        except TopicError as exc:
-            results.append(Result(name=wanted.name, error_code=int(exc.code), error_message=str(exc),
-                                  num_partitions=-1, replication_factor=-1, configs=None))
-            continue
-        configs = None
-        if version >= 5:
-            described = topic or Topic(wanted.name, Uuid.ZERO, partitions, {c.name: c.value for c in wanted.configs})
-            configs = [
-                ConfigEntry(name=name, value=value, read_only=False, config_source=source, is_sensitive=False)
-                for name, value, source, _ in topic_config_entries(ctx.broker, described)
-            ]
-        results.append(Result(
-            name=wanted.name, topic_id=topic.topic_id if topic is not None else Uuid.ZERO,
-            error_code=0, error_message=None, num_partitions=partitions, replication_factor=1, configs=configs,
-        ))
+    async with admin_lock(ctx.broker):
+        for wanted in request.topics:
+            results.append(await _create_result(ctx, header.api_version, request, wanted, duplicates))
     return CreateTopicsResponse(throttle_time_ms=0, topics=results)
+
+
+async def _create_result(ctx: RequestContext, version: int, request, wanted, duplicates: set[str]):
+    Result = CreateTopicsResponse.CreatableTopicResult
+    ConfigEntry = CreateTopicsResponse.CreatableTopicConfigs
+    if wanted.name in duplicates:
+        return Result(name=wanted.name, error_code=int(ErrorCode.INVALID_REQUEST),
+                      error_message="Found multiple entries for this topic.",
+                      num_partitions=-1, replication_factor=-1, configs=None)
+    try:
+        topic, partitions, _ = await _create_one(ctx, wanted, request.validate_only)
+    except TopicError as exc:
+        return Result(name=wanted.name, error_code=int(exc.code), error_message=str(exc),
+                      num_partitions=-1, replication_factor=-1, configs=None)
+    configs = None
+    if version >= 5:
+        described = topic or Topic(wanted.name, Uuid.ZERO, partitions, {c.name: c.value for c in wanted.configs})
+        configs = [
+            ConfigEntry(name=name, value=value, read_only=False, config_source=source, is_sensitive=False)
+            for name, value, source, _ in topic_config_entries(ctx.broker, described)
+        ]
+    return Result(
+        name=wanted.name, topic_id=topic.topic_id if topic is not None else Uuid.ZERO,
+        error_code=0, error_message=None, num_partitions=partitions, replication_factor=1, configs=configs,
+    )
 
 
 @handles(DELETE_TOPICS_KEY, 1, supported_versions(DELETE_TOPICS_KEY)[1])
@@ -135,7 +239,12 @@ async def handle_delete_topics(ctx: RequestContext, header, request) -> object:
                                   error_message="This server does not host this topic-partition."
                                   if name is not None else "This server does not host this topic ID."))
             continue
-        meta.delete_topic(topic)
+        async with admin_lock(ctx.broker):
+            if meta.get(topic.name) is not topic:  # deleted meanwhile by another request
+                results.append(Result(name=name, topic_id=topic_id, error_code=int(ErrorCode.UNKNOWN_TOPIC_OR_PARTITION),
+                                      error_message="This server does not host this topic-partition."))
+                continue
+            await delete_topic(ctx.broker, topic)
         groups = ctx.broker.coordinators.get("groups")
         if groups is not None:
             # Kafka drops the committed offsets of a deleted topic (with tombstones).
@@ -146,34 +255,39 @@ async def handle_delete_topics(ctx: RequestContext, header, request) -> object:
 
 @handles(CREATE_PARTITIONS_KEY, 0, supported_versions(CREATE_PARTITIONS_KEY)[1])
 async def handle_create_partitions(ctx: RequestContext, header, request) -> object:
-    Result = CreatePartitionsResponse.CreatePartitionsTopicResult
-    meta = ctx.broker.metadata
     names = [t.name for t in request.topics]
     results = []
-    for wanted in request.topics:
-        try:
-            if names.count(wanted.name) > 1:
-                raise TopicError(ErrorCode.INVALID_REQUEST, "Duplicate topic name.")
-            topic = meta.get(wanted.name)
-            if topic is None:
-                raise TopicError(ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, "This server does not host this topic-partition.")
-            if wanted.count < topic.partitions:
-                raise TopicError(ErrorCode.INVALID_PARTITIONS,
-                                 f"Topic currently has {topic.partitions} partitions, which is higher than the "
-                                 f"requested {wanted.count}.")
-            if wanted.count == topic.partitions:
-                raise TopicError(ErrorCode.INVALID_PARTITIONS, f"Topic already has {topic.partitions} partitions.")
-            if wanted.assignments is not None and len(wanted.assignments) != wanted.count - topic.partitions:
-                raise TopicError(ErrorCode.INVALID_REPLICA_ASSIGNMENT,
-                                 f"Attempted to add {wanted.count - topic.partitions} additional partition(s), but only "
-                                 f"{len(wanted.assignments)} assignment(s) were specified.")
-            _check_replicas(ctx, 1, wanted.assignments or [])
-            if not request.validate_only:
-                meta.add_partitions(topic, wanted.count)
-            results.append(Result(name=wanted.name, error_code=0, error_message=None))
-        except TopicError as exc:
-            results.append(Result(name=wanted.name, error_code=int(exc.code), error_message=str(exc)))
+    async with admin_lock(ctx.broker):
+        for wanted in request.topics:
+            results.append(await _create_partitions_result(ctx, request, wanted, names))
     return CreatePartitionsResponse(throttle_time_ms=0, results=results)
+
+
+async def _create_partitions_result(ctx: RequestContext, request, wanted, names: list[str]):
+    Result = CreatePartitionsResponse.CreatePartitionsTopicResult
+    meta = ctx.broker.metadata
+    try:
+        if names.count(wanted.name) > 1:
+            raise TopicError(ErrorCode.INVALID_REQUEST, "Duplicate topic name.")
+        topic = meta.get(wanted.name)
+        if topic is None:
+            raise TopicError(ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, "This server does not host this topic-partition.")
+        if wanted.count < topic.partitions:
+            raise TopicError(ErrorCode.INVALID_PARTITIONS,
+                             f"Topic currently has {topic.partitions} partitions, which is higher than the "
+                             f"requested {wanted.count}.")
+        if wanted.count == topic.partitions:
+            raise TopicError(ErrorCode.INVALID_PARTITIONS, f"Topic already has {topic.partitions} partitions.")
+        if wanted.assignments is not None and len(wanted.assignments) != wanted.count - topic.partitions:
+            raise TopicError(ErrorCode.INVALID_REPLICA_ASSIGNMENT,
+                             f"Attempted to add {wanted.count - topic.partitions} additional partition(s), but only "
+                             f"{len(wanted.assignments)} assignment(s) were specified.")
+        _check_replicas(ctx, 1, wanted.assignments or [])
+        if not request.validate_only:
+            await add_partitions(ctx.broker, topic, wanted.count)
+        return Result(name=wanted.name, error_code=0, error_message=None)
+    except TopicError as exc:
+        return Result(name=wanted.name, error_code=int(exc.code), error_message=str(exc))
 
 
 @handles(DESCRIBE_TOPIC_PARTITIONS_KEY, 0, supported_versions(DESCRIBE_TOPIC_PARTITIONS_KEY)[1])

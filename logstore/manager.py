@@ -10,6 +10,7 @@ from __future__ import annotations
 import logging
 import os
 import shutil
+import threading
 import time
 import uuid
 from collections.abc import Callable
@@ -77,6 +78,9 @@ class LogManager:
         self.run_exclusive: Callable[..., object] = lambda fn, *args: fn(*args)
         # logs the cleaner is working on: retention leaves them alone (Kafka's in-progress map)
         self.cleaning_in_progress: set[TopicPartition] = set()
+        # Checkpoint files and the pending-deletes list are written from worker threads (periodic
+        # checkpoints, topic creation and deletion off the event loop): one writer at a time.
+        self._files_lock = threading.RLock()
 
     # -- configs --------------------------------------------------------------------------
     def config_for(self, topic: str) -> LogConfig:
@@ -177,7 +181,7 @@ class LogManager:
 
     def _next_dir(self) -> LogDir:
         counts = {id(d): 0 for d in self.dirs}
-        for d in self._log_dir_of.values():
+        for d in list(self._log_dir_of.values()):
             counts[id(d)] += 1
         return min(self.dirs, key=lambda d: counts[id(d)])
 
@@ -194,72 +198,126 @@ class LogManager:
                 existing.assign_topic_id(raw_id)
             return existing
         d = self._next_dir()
-        path = d.path / files.partition_dir_name(topic, partition)
-        lg = PartitionLog.open(path, self.config_for(topic), topic, partition, topic_id=raw_id,
-                               validate_records=self.validate_records)
+        return self.add_log(self.open_new_log(topic, partition, raw_id, self.config_for(topic), d.path))
+
+    def open_new_log(self, topic: str, partition: int, topic_id: bytes | None, config: LogConfig,
+                     log_dir: Path) -> PartitionLog:
+        """Create (or load) a partition's log in `log_dir` without registering it.
+
+        The file work of `create_log` (directory, segment, preallocated indexes, partition.metadata
+        with its fsyncs) touches no state of the manager, so the broker runs it in a worker thread
+        and registers the log with `add_log` on the event loop afterwards: nobody sees a half-made log.
+        """
+        path = Path(log_dir) / files.partition_dir_name(topic, partition)
+        return PartitionLog.open(path, config, topic, partition, topic_id=topic_id,
+                                 validate_records=self.validate_records)
+
+    def add_log(self, lg: PartitionLog) -> PartitionLog:
+        """Register a log made by `open_new_log` (the one already registered wins; the new one is closed)."""
+        tp = (lg.topic, lg.partition)
+        existing = self.logs.get(tp)
+        if existing is not None:
+            if existing is not lg:
+                lg.close_handlers()
+            return existing
+        parent = lg.dir.parent
+        d = next((d for d in self.dirs if d.path == parent), None)
+        if d is None:
+            raise ValueError(f"{lg.dir} is not in a log dir of this manager")
         self.logs[tp] = lg
         self._log_dir_of[tp] = d
-        log.info("Created log for partition %s-%d in %s", topic, partition, d.path)
+        log.info("Created log for partition %s-%d in %s", lg.topic, lg.partition, d.path)
         return lg
+
+    def dir_for_new_log(self) -> Path:
+        """The log dir `create_log` would put a new log in (the one with the fewest logs)."""
+        return self._next_dir().path
 
     def delete_log(self, topic: str, partition: int, delay_ms: int | None = None) -> Path | None:
         """Close the log, rename its dir to `<topic>-<p>.<uuid>-delete` and delete it after file.delete.delay.ms."""
-        tp = (topic, partition)
-        lg = self.logs.pop(tp, None)
-        d = self._log_dir_of.pop(tp, None)
-        if lg is None or d is None:
+        detached = self.detach_logs([(topic, partition)])
+        if not detached:
             return None
-        lg.close()
-        target = d.path / files.delete_dir_name(topic, partition)
-        os.rename(lg.dir, target)
-        delay = lg.config.file_delete_delay_ms if delay_ms is None else delay_ms
-        self._pending_deletes.append((target, time.monotonic() + delay / 1000))
-        if delay <= 0:
-            self.delete_pending_dirs()
-        # the checkpoints must not name it any more
-        self._checkpoint_dir_recovery(d)
-        self._checkpoint_dir_start(d)
-        self._forget_cleaner_offset(d, tp)
-        return target
+        return self.finish_delete(detached, delay_ms)[0]
+
+    def detach_logs(self, tps: list[TopicPartition]) -> list[tuple[PartitionLog, LogDir]]:
+        """First half of a deletion (on the event loop): the logs leave the manager at once, so no
+        request finds them any more; `finish_delete` then does the file work (in a worker thread)."""
+        out = []
+        for tp in tps:
+            lg = self.logs.pop(tp, None)
+            d = self._log_dir_of.pop(tp, None)
+            if lg is not None and d is not None:
+                out.append((lg, d))
+        return out
+
+    def finish_delete(self, detached: list[tuple[PartitionLog, LogDir]], delay_ms: int | None = None) -> list[Path]:
+        """Close and rename detached logs, then rewrite each dir's checkpoints once (not once per log:
+        a checkpoint names every log of the dir, so per-log rewrites made deleting many partitions
+        quadratic). Blocking file I/O: call it from a worker thread."""
+        targets = []
+        dirs: dict[int, LogDir] = {}
+        with self._files_lock:
+            for lg, d in detached:
+                lg.close()
+                target = d.path / files.delete_dir_name(lg.topic, lg.partition)
+                os.rename(lg.dir, target)
+                delay = lg.config.file_delete_delay_ms if delay_ms is None else delay_ms
+                self._pending_deletes.append((target, time.monotonic() + delay / 1000))
+                targets.append(target)
+                dirs[id(d)] = d
+            if any(due <= time.monotonic() for _path, due in self._pending_deletes):
+                self.delete_pending_dirs()
+            # the checkpoints must not name them any more
+            for d in dirs.values():
+                self._checkpoint_dir_recovery(d)
+                self._checkpoint_dir_start(d)
+                self._forget_cleaner_offsets(d, {(lg.topic, lg.partition) for lg, ld in detached if ld is d})
+        return targets
 
     @staticmethod
-    def _forget_cleaner_offset(d: LogDir, tp: TopicPartition) -> None:
-        """Drop a deleted log from cleaner-offset-checkpoint (Kafka's updateCheckpoints(partitionToRemove))."""
+    def _forget_cleaner_offsets(d: LogDir, tps: set[TopicPartition]) -> None:
+        """Drop deleted logs from cleaner-offset-checkpoint (Kafka's updateCheckpoints(partitionToRemove))."""
         if d.cleaner_offsets is None:
             return
         try:
             offsets = d.cleaner_offsets.read()
         except Exception:  # noqa: BLE001 - unreadable: the cleaner rewrites it on its next update
             return
-        if tp in offsets:
-            del offsets[tp]
+        if tps & offsets.keys():
+            for tp in tps:
+                offsets.pop(tp, None)
             d.cleaner_offsets.write(offsets)
 
     def delete_pending_dirs(self, force: bool = False) -> None:
         """Remove `-delete` dirs and `.deleted` segments whose delay has passed (call periodically)."""
         for lg in self.all_logs():
             lg.delete_pending_segments(force)
-        now = time.monotonic()
-        keep = []
-        for path, due in self._pending_deletes:
-            if force or due <= now:
-                shutil.rmtree(path, ignore_errors=True)
-            else:
-                keep.append((path, due))
-        self._pending_deletes = keep
+        with self._files_lock:
+            now = time.monotonic()
+            keep = []
+            for path, due in self._pending_deletes:
+                if force or due <= now:
+                    shutil.rmtree(path, ignore_errors=True)
+                else:
+                    keep.append((path, due))
+            self._pending_deletes = keep
 
     # -- checkpoints ----------------------------------------------------------------------
     def _logs_in(self, d: LogDir) -> dict[TopicPartition, PartitionLog]:
-        return {tp: lg for tp, lg in self.logs.items() if self._log_dir_of.get(tp) is d}
+        # list(): checkpoints run in worker threads while the event loop adds and removes logs
+        return {tp: lg for tp, lg in list(self.logs.items()) if self._log_dir_of.get(tp) is d}
 
     def _checkpoint_dir_recovery(self, d: LogDir) -> None:
         assert d.recovery_points is not None
-        d.recovery_points.write({tp: lg.recovery_point for tp, lg in self._logs_in(d).items()})
+        with self._files_lock:
+            d.recovery_points.write({tp: lg.recovery_point for tp, lg in self._logs_in(d).items()})
 
     def _checkpoint_dir_start(self, d: LogDir) -> None:
         assert d.log_start_offsets is not None
-        d.log_start_offsets.write({tp: lg.log_start_offset for tp, lg in self._logs_in(d).items()
-                                   if lg.log_start_offset > lg.segments[0].base_offset})
+        with self._files_lock:
+            d.log_start_offsets.write({tp: lg.log_start_offset for tp, lg in self._logs_in(d).items()
+                                       if lg.log_start_offset > lg.segments[0].base_offset})
 
     def checkpoint_recovery_points(self) -> None:
         """Write recovery-point-offset-checkpoint in every dir (Kafka: every 60 s and at shutdown)."""
@@ -278,7 +336,8 @@ class LogManager:
             if not logs:
                 continue  # Kafka leaves it 0 bytes in a dir with no partitions
             assert d.high_watermarks is not None
-            d.high_watermarks.write({tp: lg.high_watermark for tp, lg in logs.items()})
+            with self._files_lock:
+                d.high_watermarks.write({tp: lg.high_watermark for tp, lg in logs.items()})
 
     def cleanup_logs(self, now_ms: int | None = None) -> int:
         """Retention pass (Kafka's LogManager.cleanupLogs, every log.retention.check.interval.ms):
