@@ -15,7 +15,7 @@ import trio
 from . import storage
 from .cluster_metadata import ClusterMetadata, Topic
 from .config import BrokerConfig
-from .handlers.fetch_sessions import FetchSessionCache
+from .handlers.fetch_sessions import AppendWaiters, FetchSessionCache
 from .handlers.producer_ids import ProducerIdManager
 from .logstore.config import LogConfig
 from .logstore.partition_log import PartitionLog
@@ -38,8 +38,8 @@ class Broker:
         self.log_manager: Any = None
         self.metadata: ClusterMetadata | None = None
         self.leader_epoch = 0
-        # Set on every append; long-polling fetches wait on it.
-        self._data_appended = trio.Event()
+        # Long-polling fetches wait here for appends to their partitions.
+        self.append_waiters = AppendWaiters()
         # Group and transaction coordinators (objects with async startup/shutdown).
         self.coordinators: dict[str, Any] = {}
         self.fetch_sessions = FetchSessionCache()
@@ -149,18 +149,14 @@ class Broker:
 
     # ------------------------------------------------------------------ appends and waits
 
-    def notify_appended(self) -> None:
-        """Wake long-polling fetches: new data may be readable."""
-        self._data_appended.set()
-        self._data_appended = trio.Event()
+    def notify_appended(self, partitions: Any = None) -> None:
+        """Wake the long-polling fetches reading `partitions` ((topic, index) pairs; None: all)."""
+        self.append_waiters.notify(partitions)
 
-    async def wait_for_append(self, timeout_s: float) -> bool:
-        """Wait until something is appended or the timeout passes; True if woken by an append."""
-        event = self._data_appended
-        with trio.move_on_after(timeout_s):
-            await event.wait()
-            return True
-        return False
+    async def wait_for_append(self, timeout_s: float, partitions: Any = None) -> bool:
+        """Wait until one of `partitions` ((topic, index) pairs; None: any) gets data or the
+        timeout passes; True if woken by an append."""
+        return await self.append_waiters.wait(timeout_s, partitions)
 
     # ------------------------------------------------------------------ topics
 

@@ -44,7 +44,9 @@ class _Read:
         self.aborted = aborted
 
 
-def _read_all(ctx: RequestContext, keys, cached: dict, use_ids: bool, max_bytes: int, committed: bool) -> list[_Read]:
+def _read_all(ctx: RequestContext, keys, cached: dict, use_ids: bool, max_bytes: int, committed: bool,
+              watch: list | None = None) -> list[_Read]:
+    """Read every partition once; `watch` collects the (topic, index) of the partitions read."""
     broker = ctx.broker
     meta = broker.metadata
     reads = []
@@ -66,6 +68,8 @@ def _read_all(ctx: RequestContext, keys, cached: dict, use_ids: bool, max_bytes:
         if epoch_error:
             reads.append(_Read(key, epoch_error))
             continue
+        if watch is not None:
+            watch.append((topic.name, index))
         hw = plog.high_watermark
         lso = getattr(plog, "last_stable_offset", hw)
         limit = lso if committed else hw
@@ -122,13 +126,16 @@ async def handle_fetch(ctx: RequestContext, header, request) -> object:
     max_bytes = min(request.max_bytes if version >= 3 else BROKER_FETCH_MAX_BYTES, BROKER_FETCH_MAX_BYTES)
     deadline = time.monotonic() + max(request.max_wait_ms, 0) / 1000
     while True:
-        reads = _read_all(ctx, keys, cached, use_ids, max_bytes, committed)
+        watch: list = []
+        reads = _read_all(ctx, keys, cached, use_ids, max_bytes, committed, watch)
         total = sum(r.size for r in reads)
         has_error = any(r.code != ErrorCode.NONE for r in reads)
         remaining = deadline - time.monotonic()
         if total >= request.min_bytes or has_error or remaining <= 0 or not keys:
             break
-        if not await ctx.broker.wait_for_append(remaining):
+        # woken only by appends to the partitions this fetch reads (or by coordinator records /
+        # transaction markers, which wake every fetch), else at the deadline
+        if not await ctx.broker.wait_for_append(remaining, watch):
             reads = _read_all(ctx, keys, cached, use_ids, max_bytes, committed)
             break
     if (metrics := getattr(ctx.broker, "metrics", None)) is not None:  # BytesOutPerSec

@@ -11,7 +11,10 @@ from __future__ import annotations
 import itertools
 import random
 from collections import OrderedDict
+from collections.abc import Iterable
 from dataclasses import dataclass, field
+
+import trio
 
 from ..wire.errors import ErrorCode
 
@@ -99,3 +102,70 @@ class FetchSessionCache:
         session.next_epoch = epoch + 1 if epoch < 2**31 - 1 else 1
         self.sessions.move_to_end(session.session_id)
         return session, list(session.partitions), True
+
+
+class AppendWaiters:
+    """Long-polling fetches waiting for data, by partition.
+
+    A Fetch waits on the partitions it reads, so an append to one partition wakes only the fetches
+    that read it (before, every append woke every waiting fetch, which then re-read all of their
+    partitions to find nothing new). Partitions are keyed by (topic name, index).
+    """
+
+    def __init__(self) -> None:
+        self._by_partition: dict[tuple[str, int], set[trio.Event]] = {}
+        self._any: set[trio.Event] = set()
+
+    def waiting(self) -> int:
+        """How many waits are registered (tests)."""
+        events = set(self._any)
+        for waiting in self._by_partition.values():
+            events |= waiting
+        return len(events)
+
+    def notify(self, partitions: Iterable[tuple[str, int]] | None = None) -> None:
+        """Data was appended to `partitions` (None: to anything, e.g. coordinator records and
+        transaction markers, which can move the last stable offset of many partitions)."""
+        if partitions is None:
+            for waiting in self._by_partition.values():
+                for event in waiting:
+                    event.set()
+        else:
+            by_partition = self._by_partition
+            for tp in partitions:
+                waiting = by_partition.get(tp)
+                if waiting:
+                    for event in waiting:
+                        event.set()
+        for event in self._any:
+            event.set()
+
+    async def wait(self, timeout_s: float, partitions: Iterable[tuple[str, int]] | None = None) -> bool:
+        """Wait until one of `partitions` (None: any partition) gets data or `timeout_s` passes;
+        True if woken by an append."""
+        event = trio.Event()
+        keys = list(partitions) if partitions is not None else None
+        by_partition = self._by_partition
+        if keys is None:
+            self._any.add(event)
+        else:
+            for tp in keys:
+                waiting = by_partition.get(tp)
+                if waiting is None:
+                    waiting = by_partition[tp] = set()
+                waiting.add(event)
+        try:
+            with trio.move_on_after(timeout_s):
+                await event.wait()
+                return True
+            return False
+        finally:
+            if keys is None:
+                self._any.discard(event)
+            else:
+                for tp in keys:
+                    waiting = by_partition.get(tp)
+                    if waiting is not None:
+                        waiting.discard(event)
+                        if not waiting:
+                            del by_partition[tp]

@@ -46,7 +46,7 @@ class FakeBroker:
     def partition_log(self, topic: str, partition: int) -> PartitionLog | None:
         return self.logs.get((topic, partition))
 
-    def notify_appended(self) -> None:
+    def notify_appended(self, partitions=None) -> None:
         self.appends += 1
 
     def restarted(self) -> FakeBroker:

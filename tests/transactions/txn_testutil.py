@@ -41,10 +41,10 @@ class FakeBroker:
     def partition_log(self, name: str, index: int) -> PartitionLog | None:
         return self.logs.get((name, index))
 
-    def notify_appended(self) -> None:
+    def notify_appended(self, partitions=None) -> None:
         self.notified += 1
 
-    async def wait_for_append(self, timeout_s: float) -> bool:
+    async def wait_for_append(self, timeout_s: float, partitions=None) -> bool:
         return False
 
     def restart(self) -> FakeBroker:
