@@ -26,6 +26,7 @@ request, like Kafka's SaslServerAuthenticator.
 from __future__ import annotations
 
 import errno
+import gc
 import logging
 import os
 import signal
@@ -38,6 +39,7 @@ from . import loop_monitor
 from .handlers.registry import RequestContext, dispatch
 from .metrics import start_metrics
 from .security import Session, listener_security_protocol
+from .wire import schema
 from .wire.errors import ProtocolError
 from .wire.frames import FrameSplitter
 from .wire.protocol import API_NAMES, decode_request_header
@@ -68,6 +70,41 @@ _TLS_READ_CHUNK = 256 * 1024
 # APIs whose handlers may wait for a long time (Fetch: max_wait_ms). Group joins are left alone:
 # cancelling the coordinator half-way could leave a member half-registered.
 _WAITING_APIS = frozenset({1})
+
+
+# (api_key, api_version) pairs whose request and response codecs are compiled. wire.schema compiles
+# a codec on first use (5-10 ms of CPU each); the first request of each version compiles them in a
+# worker thread instead of on the event loop, which keeps serving the other connections meanwhile.
+_warm_codecs: set[tuple[int, int]] = set()
+_codec_lock: trio.lowlevel.RunVar = trio.lowlevel.RunVar("odradek_codec_lock")
+
+
+def _compile_codecs(api_key: int, api_version: int) -> bool:
+    """Compile both codecs; False for a version without schema (dispatch answers UNSUPPORTED_VERSION)."""
+    name = API_NAMES.get(api_key)
+    if name is None:
+        return False
+    known = False
+    for suffix in ("Request", "Response"):
+        try:
+            schema.codec(name + suffix, api_version)
+            known = True
+        except KeyError:
+            pass
+    return known
+
+
+async def warm_codecs(api_key: int, api_version: int) -> None:
+    """Compile the codecs of one API version in a worker thread (once; one compilation at a time)."""
+    try:
+        lock = _codec_lock.get()
+    except LookupError:
+        lock = trio.Lock()
+        _codec_lock.set(lock)
+    async with lock:
+        if (api_key, api_version) not in _warm_codecs and await trio.to_thread.run_sync(
+                _compile_codecs, api_key, api_version):
+            _warm_codecs.add((api_key, api_version))
 
 
 class ConnectionQuotas:
@@ -229,8 +266,10 @@ class Connection:
                              session=self.session)
         limiter = getattr(self.broker, "request_limiter", None)
         api_key = int.from_bytes(frame[0:2], "big", signed=True) if len(frame) >= 2 else -1
+        version = int.from_bytes(frame[2:4], "big", signed=True) if len(frame) >= 4 else -1
+        if (api_key, version) not in _warm_codecs and api_key in API_NAMES:
+            await warm_codecs(api_key, version)
         if loop_monitor.ENABLED:  # slow steps are reported with the request they served
-            version = int.from_bytes(frame[2:4], "big", signed=True) if len(frame) >= 4 else -1
             loop_monitor.set_label(f"{API_NAMES.get(api_key, api_key)} v{version}")
         if limiter is None:
             response = await self._dispatch(ctx, frame, api_key)
@@ -457,6 +496,10 @@ async def run_broker(broker: Broker) -> None:
         try:
             async with trio.open_nursery() as nursery:
                 await nursery.start(serve_listeners, broker)
+                # Everything loaded at start-up (modules, message definitions, logs) lives as long
+                # as the broker: keep it out of the collector's full collections, whose pauses
+                # grow with the number of tracked objects (Instagram's gc.freeze recipe).
+                gc.freeze()
                 nursery.start_soon(broker.run_background_tasks)
                 # ODRADEK_LOOP_MONITOR=<file>: per-second event-loop stall stats (benchmarks)
                 loop_monitor.start_from_env(nursery)
