@@ -1,0 +1,235 @@
+"""Issue #12: blocking work leaves the event loop, long-polling fetches wake per partition.
+
+The checks are about where work runs (the identity of the thread) and who gets woken, not about
+timings: an in-process broker runs its Trio loop in the thread named ``odradek-broker``.
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+from contextlib import contextmanager
+
+import pytest
+import trio
+import trio.testing
+
+from odradek import server
+from odradek.handlers import fetch as fetch_handler
+from odradek.handlers.fetch_sessions import AppendWaiters
+from odradek.logstore.manager import LogManager
+from odradek.logstore.offset_index import OffsetIndex
+from odradek.logstore.partition_log import PartitionLog
+from odradek.logstore.time_index import TimeIndex
+from odradek.testing import running_broker
+from odradek.tools.client import BrokerConnection
+from odradek.wire import schema
+from odradek.wire.protocol import request_class
+from odradek.wire.records import SimpleRecord, build_batch
+
+CREATE_TOPICS, DELETE_TOPICS, CREATE_PARTITIONS, DESCRIBE_CLUSTER = 19, 20, 37, 60
+PRODUCE, FETCH = 0, 1
+
+
+def loop_thread_id() -> int:
+    (thread,) = [t for t in threading.enumerate() if t.name == "odradek-broker"]
+    return thread.ident
+
+
+@contextmanager
+def recording_threads(monkeypatch, owner, name: str):
+    """Record the thread ident of every call of owner.name."""
+    seen: list[int] = []
+    original = getattr(owner, name)
+
+    def wrapper(*args, **kwargs):
+        seen.append(threading.get_ident())
+        return original(*args, **kwargs)
+
+    monkeypatch.setattr(owner, name, wrapper)
+    yield seen
+
+
+@pytest.fixture
+def broker_conn():
+    with running_broker() as running:
+        conn = BrokerConnection(running.host, running.port)
+        try:
+            yield running, conn
+        finally:
+            conn.close()
+
+
+def create_topic(conn: BrokerConnection, name: str, partitions: int) -> None:
+    cls = request_class(CREATE_TOPICS)
+    response = conn.send(CREATE_TOPICS, cls(
+        topics=[cls.CreatableTopic(name=name, num_partitions=partitions, replication_factor=1)], timeout_ms=30000))
+    assert [t.error_code for t in response.topics] == [0]
+
+
+def test_create_topics_makes_the_logs_in_a_worker_thread(broker_conn, monkeypatch):
+    running, conn = broker_conn
+    with recording_threads(monkeypatch, PartitionLog, "open") as opened, \
+            recording_threads(monkeypatch, PartitionLog, "become_leader") as leaders:
+        create_topic(conn, "offloaded", 4)
+    loop = loop_thread_id()
+    assert len(opened) == 4 and len(leaders) == 4
+    assert loop not in opened and loop not in leaders
+    broker = running.broker
+    assert broker.metadata.get("offloaded").partitions == 4
+    for index in range(4):
+        plog = broker.partition_log("offloaded", index)
+        assert plog is not None and plog.topic_id == broker.metadata.get("offloaded").topic_id.bytes
+        assert plog.leader_epoch_cache.latest_epoch == broker.leader_epoch
+
+
+def test_create_partitions_makes_the_new_logs_in_a_worker_thread(broker_conn, monkeypatch):
+    running, conn = broker_conn
+    create_topic(conn, "growing", 1)
+    cls = request_class(CREATE_PARTITIONS)
+    with recording_threads(monkeypatch, PartitionLog, "open") as opened:
+        response = conn.send(CREATE_PARTITIONS, cls(
+            topics=[cls.CreatePartitionsTopic(name="growing", count=3, assignments=None)], timeout_ms=30000))
+    assert [r.error_code for r in response.results] == [0]
+    assert len(opened) == 2 and loop_thread_id() not in opened
+    assert running.broker.metadata.get("growing").partitions == 3
+    assert running.broker.partition_log("growing", 2) is not None
+
+
+def test_delete_topics_does_the_file_work_in_a_worker_thread(broker_conn, monkeypatch):
+    running, conn = broker_conn
+    create_topic(conn, "doomed", 3)
+    log_dir = running.broker.partition_log("doomed", 0).dir
+    cls = request_class(DELETE_TOPICS)
+    with recording_threads(monkeypatch, LogManager, "finish_delete") as finished, \
+            recording_threads(monkeypatch, PartitionLog, "close") as closed:
+        response = conn.send(DELETE_TOPICS, cls(topics=[cls.DeleteTopicState(name="doomed")], timeout_ms=30000),
+                             version=6)
+    assert [r.error_code for r in response.responses] == [0]
+    loop = loop_thread_id()
+    assert finished and loop not in finished
+    assert len(closed) == 3 and loop not in closed
+    assert running.broker.metadata.get("doomed") is None
+    assert running.broker.partition_log("doomed", 0) is None
+    assert not log_dir.exists()
+
+
+def test_a_new_api_version_compiles_its_codecs_in_a_worker_thread(broker_conn, monkeypatch):
+    running, conn = broker_conn
+    version = conn.version_for(DESCRIBE_CLUSTER)
+    for suffix in ("Request", "Response"):
+        monkeypatch.delitem(schema._CODECS, ("DescribeCluster" + suffix, version), raising=False)
+    monkeypatch.setattr(server, "_warm_codecs", set())
+    with recording_threads(monkeypatch, schema._Compiler, "build") as built:
+        response = conn.send(DESCRIBE_CLUSTER, request_class(DESCRIBE_CLUSTER)(), version=version)
+    assert response.error_code == 0
+    assert len(built) == 2 and loop_thread_id() not in built
+
+
+def test_append_waiters_wake_only_the_fetches_of_the_partition():
+    async def main():
+        waiters = AppendWaiters()
+        woken: dict[str, bool] = {}
+
+        async def wait(name, partitions):
+            woken[name] = await waiters.wait(10, partitions)
+
+        async with trio.open_nursery() as nursery:
+            nursery.start_soon(wait, "p0", [("t", 0)])
+            nursery.start_soon(wait, "p1", [("t", 1), ("u", 0)])
+            nursery.start_soon(wait, "any", None)
+            await trio.testing.wait_all_tasks_blocked()
+            assert waiters.waiting() == 3
+            waiters.notify([("t", 1)])
+            await trio.testing.wait_all_tasks_blocked()
+            assert woken == {"p1": True, "any": True}
+            waiters.notify([("u", 0)])  # nobody waits on it any more
+            await trio.testing.wait_all_tasks_blocked()
+            assert waiters.waiting() == 1
+            waiters.notify(None)  # coordinator records: everybody
+        assert woken == {"p0": True, "p1": True, "any": True}
+        assert waiters.waiting() == 0
+        assert await waiters.wait(0.01, [("t", 0)]) is False
+
+    trio.run(main)
+
+
+def test_a_long_poll_fetch_is_not_woken_by_appends_to_other_partitions(broker_conn, monkeypatch):
+    running, conn = broker_conn
+    create_topic(conn, "wakeups", 2)
+    reads: list[int] = []
+    original = fetch_handler._read_all
+
+    def counting(ctx, keys, *args, **kwargs):
+        if any(topic == "wakeups" for topic, _ in keys):
+            reads.append(len(keys))
+        return original(ctx, keys, *args, **kwargs)
+
+    monkeypatch.setattr(fetch_handler, "_read_all", counting)
+    cls = request_class(FETCH)
+    request = cls(replica_id=-1, max_wait_ms=20000, min_bytes=1, max_bytes=1 << 20, isolation_level=0,
+                  session_id=0, session_epoch=-1, topics=[cls.FetchTopic(
+                      topic="wakeups", topic_id=running.broker.metadata.get("wakeups").topic_id,
+                      partitions=[cls.FetchPartition(partition=0, fetch_offset=0, partition_max_bytes=1 << 20)])])
+    result: dict = {}
+    fetcher = BrokerConnection(running.host, running.port)
+
+    def do_fetch():
+        result["response"] = fetcher.send(FETCH, request)
+
+    thread = threading.Thread(target=do_fetch)
+    thread.start()
+    try:
+        waiters = running.broker.append_waiters
+        deadline = time.monotonic() + 10
+        while not waiters.waiting() and time.monotonic() < deadline:
+            time.sleep(0.01)
+        assert waiters.waiting() == 1
+        produce(conn, "wakeups", 1)  # another partition: the fetch keeps waiting
+        assert thread.is_alive() and reads == [1]
+        produce(conn, "wakeups", 0)
+        thread.join(10)
+    finally:
+        fetcher.close()
+    assert not thread.is_alive()
+    (topic,) = result["response"].responses
+    assert [p.partition_index for p in topic.partitions] == [0] and topic.partitions[0].high_watermark == 1
+    assert reads == [1, 1]  # the first read and the one after the append to partition 0
+
+
+def produce(conn: BrokerConnection, topic: str, partition: int) -> None:
+    cls = request_class(PRODUCE)
+    batch = bytearray(build_batch([SimpleRecord(b"value", timestamp=int(time.time() * 1000))]))
+    response = conn.send(PRODUCE, cls(transactional_id=None, acks=1, timeout_ms=10000, topic_data=[
+        cls.TopicProduceData(name=topic, partition_data=[cls.PartitionProduceData(index=partition, records=batch)])]))
+    assert response.responses[0].partition_responses[0].error_code == 0
+
+
+@pytest.mark.parametrize("index_class, entry", [(OffsetIndex, 8), (TimeIndex, 12)])
+def test_index_pages_are_written_before_the_map_stores_into_them(tmp_path, index_class, entry):
+    """Entries are stored through the mmap after pwrite has made the page real: the bytes on disk
+    are the entries followed by zeros, whatever page boundary an entry crosses."""
+    index = index_class(tmp_path / f"0.{index_class.__name__}", 0, max_index_size=64 * 1024)
+    count = 1000  # several pages; 12-byte entries straddle page boundaries
+    for i in range(count):
+        if index_class is OffsetIndex:
+            index.append(i + 1, i * 100)
+        else:
+            index.maybe_append(1000 + i, i + 1)
+    assert index.entries == count
+    index.flush()
+    data = (tmp_path / f"0.{index_class.__name__}").read_bytes()
+    assert len(data) == 64 * 1024 - (64 * 1024) % entry
+    assert data[count * entry:] == bytes(len(data) - count * entry)
+    for i in (0, 341, 342, 511, 512, count - 1):
+        if index_class is OffsetIndex:
+            assert index.entry(i) == (i + 1, i * 100)
+        else:
+            assert int.from_bytes(data[i * 12:i * 12 + 8], "big") == 1000 + i
+    index.trim_to_valid_size()
+    index.resize(64 * 1024)  # active again: the cut pages come back as holes, entries stay
+    if index_class is OffsetIndex:
+        index.append(count + 1, count * 100)
+        assert index.entry(count) == (count + 1, count * 100)
+    index.close()
+    assert len((tmp_path / f"0.{index_class.__name__}").read_bytes()) == (count + (index_class is OffsetIndex)) * entry
