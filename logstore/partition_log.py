@@ -318,11 +318,16 @@ class PartitionLog:
             try:
                 seg.sanity_check()
             except FileNotFoundError as e:
-                log.error("Could not find index file corresponding to log file %s (%s), recovering segment "
-                          "and rebuilding index files...", seg.log_path, e)
+                # Kafka only complains when the index should have been there: after a clean shutdown or
+                # below the recovery point (an unflushed segment may lose its index in a crash)
+                if clean or base < recovery_point:
+                    log.error("Could not find index file corresponding to log file %s (%s), recovering "
+                              "segment and rebuilding index files...", seg.log_path, e)
                 to_recover.append(seg)
             except CorruptIndexError as e:
-                log.error("Found a corrupted index file corresponding to log file %s due to %s, recovering "
+                # WARN as in Kafka: the preallocated, zero-filled index of a crashed active segment
+                # lands here after every kill -9
+                log.warning("Found a corrupted index file corresponding to log file %s due to %s, recovering "
                           "segment and rebuilding index files...", seg.log_path, e)
                 to_recover.append(seg)
             segs.append(seg)

@@ -167,3 +167,21 @@ def test_clean_load_does_not_touch_rolled_segments_and_recovery_point(tmp_path: 
     assert lg3.recovery_point == 12 and lg3.log_end_offset == 60
     assert lg3.flush() == 60
     lg3.close()
+
+
+def test_a_crashed_active_segment_is_recovered_with_a_warning_not_an_error(tmp_path: Path, caplog) -> None:
+    # after kill -9 the active segment's indexes are still preallocated and zero-filled: Kafka's
+    # sanity check calls that corrupt, logs WARN and rebuilds; a missing index of a segment above
+    # the recovery point is rebuilt silently (ERROR only after a clean shutdown)
+    batches = make_batches([(2, 300, i) for i in range(40)])
+    lg = build(tmp_path / "t-0", batches, clean=False)
+    active = lg.segments[-1]
+    assert active.time_index_path.stat().st_size > 12 * 40  # still preallocated
+    (tmp_path / "t-0" / lg.segments[-2].offset_index_path.name).unlink()
+    with caplog.at_level(logging.INFO):
+        lg2 = PartitionLog.open(tmp_path / "t-0", LogConfig.from_props(PROPS), had_clean_shutdown=False)
+    assert lg2.log_end_offset == 80
+    lg2.close()
+    assert [r for r in caplog.records if r.levelno >= logging.ERROR] == []
+    warned = [r.getMessage() for r in caplog.records if r.levelno == logging.WARNING]
+    assert any("corrupted index" in m and active.log_path.name in m for m in warned), warned
