@@ -70,14 +70,15 @@ def describe(broker: Any, users: list[str] | None) -> Any:
             results.append(DescribeResponse.DescribeUserScramCredentialsResult(
                 user=name, error_code=int(ErrorCode.DUPLICATE_RESOURCE), error_message=_DUPLICATE_DESCRIBE + name))
         elif name in known:
+            # Kafka leaves the message at its default, "" (not null), when there is no error
             results.append(DescribeResponse.DescribeUserScramCredentialsResult(
-                user=name, error_code=0, error_message=None, credential_infos=[
+                user=name, error_code=0, error_message="", credential_infos=[
                     DescribeResponse.CredentialInfo(mechanism=mechanism, iterations=iterations)
                     for mechanism, iterations in sorted(known[name].items())]))
         else:
             results.append(DescribeResponse.DescribeUserScramCredentialsResult(
                 user=name, error_code=int(ErrorCode.RESOURCE_NOT_FOUND), error_message=_MISSING_DESCRIBE + name))
-    return DescribeResponse(throttle_time_ms=0, error_code=0, error_message=None, results=results)
+    return DescribeResponse(throttle_time_ms=0, error_code=0, error_message="", results=results)
 
 
 @handles(DESCRIBE_USER_SCRAM_CREDENTIALS_KEY, 0, 0)
