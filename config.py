@@ -156,7 +156,9 @@ BROKER_CONFIGS: dict[str, ConfigKey] = _keys(
     _k("sasl.mechanism.inter.broker.protocol", _str, "GSSAPI", "Accepted for compatibility (single node)."),
     _k("security.inter.broker.protocol", _str, "PLAINTEXT", "Accepted for compatibility (single node)."),
     _k("odradek.sasl.scram.credentials", _str, None,
-       "SCRAM users, kafka-storage --add-scram syntax: SCRAM-SHA-256=[name=alice,password=secret];..."),
+       "Extra SCRAM users, kafka-storage --add-scram syntax: SCRAM-SHA-256=[name=alice,password=secret];... "
+       "Read at each start, never written to the metadata log; the metadata log's credentials (storage "
+       "format --add-scram, AlterUserScramCredentials) win for the same user and mechanism."),
     _k("authorizer.class.name", _str, "", "org.apache.kafka.metadata.authorizer.StandardAuthorizer enables ACLs."),
     _k("super.users", _str, "", "Principals allowed everything, separated by ';' (User:admin;User:ops)."),
     _k("allow.everyone.if.no.acl.found", _bool, False, "Allow access to resources that have no ACL at all."),
