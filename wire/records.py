@@ -170,12 +170,8 @@ def _as_bytes_view(buf: Buffer) -> memoryview:
 # header-only parsing (no record decoding, no CRC)
 
 
-class BatchHeader(NamedTuple):
-    """The 61 header bytes of a v2 batch, decoded in one ``struct`` call.
-
-    For scanning files with ``os.pread`` (read 61 bytes, parse, skip ``size_in_bytes``) and for the
-    dump tool. Nothing is validated here; use :meth:`RecordBatch.ensure_valid` for that.
-    """
+class _BatchHeaderFields(NamedTuple):
+    """The 13 fields of a v2 batch header, in file order."""
 
     base_offset: int
     batch_length: int
@@ -191,10 +187,18 @@ class BatchHeader(NamedTuple):
     base_sequence: int
     record_count: int
 
-    @property
-    def size_in_bytes(self) -> int:
-        """Whole batch size on disk: batchLength + 12."""
-        return self.batch_length + LOG_OVERHEAD
+
+class _BatchDerived:
+    """What follows from a v2 batch header's fields; shared by :class:`BatchHeader` and :class:`RecordBatch`."""
+
+    __slots__ = ()
+    # provided by the subclass
+    base_offset: int
+    attributes: int
+    last_offset_delta: int
+    base_timestamp: int
+    producer_id: int
+    base_sequence: int
 
     @property
     def last_offset(self) -> int:
@@ -244,9 +248,25 @@ class BatchHeader(NamedTuple):
     @property
     def last_sequence(self) -> int:
         """Sequence of the last record, with Kafka's wrap at Int.MAX_VALUE; -1 without a base sequence."""
-        if self.base_sequence == NO_SEQUENCE:
+        base = self.base_sequence
+        if base == NO_SEQUENCE:
             return NO_SEQUENCE
-        return increment_sequence(self.base_sequence, self.last_offset_delta)
+        return increment_sequence(base, self.last_offset_delta)
+
+
+class BatchHeader(_BatchHeaderFields, _BatchDerived):
+    """The 61 header bytes of a v2 batch, decoded in one ``struct`` call.
+
+    For scanning files with ``os.pread`` (read 61 bytes, parse, skip ``size_in_bytes``) and for the
+    dump tool. Nothing is validated here; use :meth:`RecordBatch.ensure_valid` for that.
+    """
+
+    __slots__ = ()
+
+    @property
+    def size_in_bytes(self) -> int:
+        """Whole batch size on disk: batchLength + 12."""
+        return self.batch_length + LOG_OVERHEAD
 
 
 def _codec(attributes: int) -> CompressionType:
@@ -662,7 +682,7 @@ def _scan_records(data: bytes, count: int, base_timestamp: int) -> RecordsSummar
 # the deflated batch view
 
 
-class RecordBatch:
+class RecordBatch(_BatchDerived):
     """Zero-copy view of one deflated magic-v2 record batch.
 
     ``RecordBatch(buf, position=0)`` views the batch starting at ``buf[position]``, cut to its
@@ -795,59 +815,6 @@ class RecordBatch:
     def size_in_bytes(self) -> int:
         """Whole batch size (batchLength + 12)."""
         return len(self._mv)
-
-    @property
-    def last_offset(self) -> int:
-        """baseOffset + lastOffsetDelta."""
-        return self.base_offset + self.last_offset_delta
-
-    @property
-    def next_offset(self) -> int:
-        """lastOffset + 1."""
-        return self.base_offset + self.last_offset_delta + 1
-
-    @property
-    def compression(self) -> CompressionType:
-        """Codec of the records block (CorruptRecordError for unknown ids)."""
-        return _codec(self.attributes)
-
-    @property
-    def timestamp_type(self) -> TimestampType:
-        """CreateTime or LogAppendTime."""
-        return TimestampType.LOG_APPEND_TIME if self.attributes & _TIMESTAMP_TYPE_BIT else TimestampType.CREATE_TIME
-
-    @property
-    def is_transactional(self) -> bool:
-        """Attribute bit 4."""
-        return bool(self.attributes & _TRANSACTIONAL_BIT)
-
-    @property
-    def is_control(self) -> bool:
-        """Attribute bit 5."""
-        return bool(self.attributes & _CONTROL_BIT)
-
-    @property
-    def has_delete_horizon(self) -> bool:
-        """Attribute bit 6."""
-        return bool(self.attributes & _DELETE_HORIZON_BIT)
-
-    @property
-    def delete_horizon_ms(self) -> int | None:
-        """baseTimestamp if the delete-horizon bit is set, else None."""
-        return self.base_timestamp if self.has_delete_horizon else None
-
-    @property
-    def has_producer_id(self) -> bool:
-        """producerId != -1."""
-        return self.producer_id > NO_PRODUCER_ID
-
-    @property
-    def last_sequence(self) -> int:
-        """Sequence of the last record (wrapping at Int.MAX_VALUE), -1 without a base sequence."""
-        base = self.base_sequence
-        if base == NO_SEQUENCE:
-            return NO_SEQUENCE
-        return increment_sequence(base, self.last_offset_delta)
 
     # -- integrity ----------------------------------------------------------------------------
 
