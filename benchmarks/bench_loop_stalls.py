@@ -42,13 +42,16 @@ KCAT = shutil.which("kcat") or shutil.which("kafkacat") or "kcat"
 _LISTENING = re.compile(r"Listening on (\S+):(\d+) ")
 
 
-def start_broker(workdir: Path, loop_file: Path, segment_bytes: int) -> tuple[subprocess.Popen, str]:
+def start_broker(workdir: Path, loop_file: Path, segment_bytes: int,
+                 src: Path | None = None) -> tuple[subprocess.Popen, str]:
     cmd = [sys.executable, "-m", "odradek", "serve",
            "--override", "listeners=PLAINTEXT://127.0.0.1:0",
            "--override", f"log.dirs={workdir / 'data'}",
            "--override", f"log.segment.bytes={segment_bytes}",
            "--override", "group.initial.rebalance.delay.ms=0"]
     env = dict(os.environ, ODRADEK_LOOP_MONITOR=str(loop_file))
+    if src is not None:  # a directory named odradek, e.g. `git archive` of an older commit
+        env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(src.resolve().parent), env.get("PYTHONPATH")]))
     proc = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True, env=env)
     assert proc.stderr is not None
     deadline = time.monotonic() + 60
@@ -121,6 +124,57 @@ def admin_ops(bootstrap: str, topics: int, partitions: int, joins: int, stop: th
         stats["delete_s"].append(time.perf_counter() - t0)
 
 
+def wakeup_latency(bootstrap: str, topic: str, rounds: int) -> dict:
+    """A long-poll Fetch waits on partition 0; a Produce appends one record. Returns p50/p99/max of
+    produce sent -> fetch answered (end to end) and of the produce's own round trip (ms)."""
+    from odradek.tools.client import BrokerConnection
+    from odradek.wire.protocol import request_class
+    from odradek.wire.records import SimpleRecord, build_batch
+
+    host, port = bootstrap.rsplit(":", 1)
+    producer = BrokerConnection(host, int(port))
+    fetcher = BrokerConnection(host, int(port))
+    produce_cls, fetch_cls = request_class(0), request_class(1)
+    offsets = producer.send(2, request_class(2)(replica_id=-1, isolation_level=0, topics=[
+        request_class(2).ListOffsetsTopic(name=topic, partitions=[
+            request_class(2).ListOffsetsPartition(partition_index=0, timestamp=-1)])]))
+    offset = offsets.topics[0].partitions[0].offset
+    e2e, ack = [], []
+    for _ in range(rounds):
+        answered: dict[str, float] = {}
+
+        def fetch(at: int = offset, answered: dict = answered) -> None:
+            fetcher.send(1, fetch_cls(replica_id=-1, max_wait_ms=5000, min_bytes=1, max_bytes=1 << 20,
+                                      isolation_level=0, session_id=0, session_epoch=-1, topics=[
+                                          fetch_cls.FetchTopic(topic=topic, partitions=[fetch_cls.FetchPartition(
+                                              partition=0, fetch_offset=at, partition_max_bytes=1 << 20)])]),
+                         version=12)
+            answered["t"] = time.perf_counter()
+
+        waiter = threading.Thread(target=fetch)
+        waiter.start()
+        time.sleep(0.03)  # the fetch is waiting in the broker by now
+        batch = build_batch([SimpleRecord(b"x" * 100, timestamp=int(time.time() * 1000))])
+        t0 = time.perf_counter()
+        producer.send(0, produce_cls(transactional_id=None, acks=1, timeout_ms=10000, topic_data=[
+            produce_cls.TopicProduceData(name=topic, partition_data=[
+                produce_cls.PartitionProduceData(index=0, records=batch)])]))
+        t1 = time.perf_counter()
+        waiter.join(10)
+        e2e.append((answered["t"] - t0) * 1000)
+        ack.append((t1 - t0) * 1000)
+        offset += 1
+    producer.close()
+    fetcher.close()
+
+    def stats(xs: list[float]) -> dict:
+        xs = sorted(xs)
+        return {"p50_ms": round(xs[len(xs) // 2], 3), "p99_ms": round(xs[int(len(xs) * 0.99)], 3),
+                "max_ms": round(xs[-1], 3)}
+
+    return {"produce_to_fetch_answer": stats(e2e), "produce_round_trip": stats(ack), "rounds": rounds}
+
+
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--records", type=int, default=300_000, help="1 KiB records produced (and consumed)")
@@ -130,6 +184,9 @@ def main() -> int:
     ap.add_argument("--partitions", type=int, default=100, help="partitions per created topic")
     ap.add_argument("--joins", type=int, default=3, help="consumer-group joins (one per created topic)")
     ap.add_argument("--segment-bytes", type=int, default=1 << 20, help="log.segment.bytes (rolls)")
+    ap.add_argument("--wakeup-rounds", type=int, default=200,
+                    help="long-poll fetch wake-up measurements after the load (0: none)")
+    ap.add_argument("--odradek-src", type=Path, help="run the odradek package in this directory (named odradek)")
     ap.add_argument("--json", type=Path, help="write the summary here too")
     ap.add_argument("--keep", action="store_true", help="keep the work dir (loop monitor lines, logs)")
     args = ap.parse_args()
@@ -138,7 +195,7 @@ def main() -> int:
     loop_file = workdir / "loop.jsonl"
     data = payload_file(workdir / "records.txt", 1024, args.records // args.chunks)
     load_before = os.getloadavg()
-    proc, bootstrap = start_broker(workdir, loop_file, args.segment_bytes)
+    proc, bootstrap = start_broker(workdir, loop_file, args.segment_bytes, args.odradek_src)
     stats: dict = collections.defaultdict(list)
     try:
         from confluent_kafka.admin import AdminClient
@@ -178,6 +235,7 @@ def main() -> int:
         if producer.returncode != 0 or consumer.returncode != 0:
             print(f"kcat failed (producer {producer.returncode}, consumer {consumer.returncode}); "
                   f"see {workdir / 'kcat.err'}", file=sys.stderr)
+        wakeups = wakeup_latency(bootstrap, "stall-mixed", args.wakeup_rounds) if args.wakeup_rounds else {}
     finally:
         proc.send_signal(signal.SIGTERM)
         try:
@@ -203,6 +261,7 @@ def main() -> int:
         "slow_by_request": {k: {"count": len(v), "max_cpu_ms": max(v)} for k, v in
                             sorted(by_label.items(), key=lambda kv: -max(kv[1]))},
         "gc_slow": summary["gc_slow"][:10],
+        "fetch_wakeup": wakeups,
         "admin": {k: [round(x, 3) for x in v] if isinstance(v, list) else v for k, v in stats.items()},
     }
     print(json.dumps(report, indent=2))
