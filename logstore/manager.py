@@ -179,6 +179,13 @@ class LogManager:
     def all_logs(self) -> list[PartitionLog]:
         return list(self.logs.values())
 
+    def log_counts_by_dir(self) -> dict[Path, int]:
+        """How many logs each log dir holds (by the dir's path)."""
+        counts = {id(d): 0 for d in self.dirs}
+        for d in list(self._log_dir_of.values()):
+            counts[id(d)] += 1
+        return {d.path: counts[id(d)] for d in self.dirs}
+
     def _next_dir(self) -> LogDir:
         counts = {id(d): 0 for d in self.dirs}
         for d in list(self._log_dir_of.values()):
