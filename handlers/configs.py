@@ -15,6 +15,7 @@ from ..config import BROKER_CONFIGS, format_config_value
 from ..config import parse_bool as _bool
 from ..config import parse_long as _long
 from ..logstore.config import BROKER_CONFIG_NAMES, TOPIC_CONFIG_NAMES
+from ..security.acl import CLUSTER_NAME, OP_ALTER_CONFIGS, OP_DESCRIBE_CONFIGS, RT_CLUSTER, RT_TOPIC, permits
 from ..wire.errors import ErrorCode
 from ..wire.protocol import response_class, supported_versions
 from .registry import RequestContext, handles
@@ -235,12 +236,31 @@ def _describe_broker(ctx: RequestContext, resource, version: int, include_docs: 
                   resource_name=resource.resource_name, configs=configs)
 
 
+def _refused(ctx: RequestContext, resource, operation: int) -> tuple[ErrorCode, str] | None:
+    """The ACL error of one config resource (Kafka's ConfigHelper / ControllerApis rules): a topic
+    needs `operation` on the topic, broker and broker-logger resources need it on the cluster."""
+    allowed = permits(ctx)
+    if resource.resource_type == RESOURCE_TOPIC:
+        if not allowed(operation, RT_TOPIC, resource.resource_name):
+            return ErrorCode.TOPIC_AUTHORIZATION_FAILED, "Topic authorization failed."
+    elif resource.resource_type in (RESOURCE_BROKER, RESOURCE_BROKER_LOGGER):
+        if not allowed(operation, RT_CLUSTER, CLUSTER_NAME):
+            return ErrorCode.CLUSTER_AUTHORIZATION_FAILED, "Cluster authorization failed."
+    return None
+
+
 @handles(DESCRIBE_CONFIGS_KEY, 0, supported_versions(DESCRIBE_CONFIGS_KEY)[1])
 async def handle_describe_configs(ctx: RequestContext, header, request) -> object:
     version = header.api_version
     results = []
+    refused = []  # DESCRIBE_CONFIGS refused: answered after the others, as Kafka does
     for resource in request.resources:
-        if resource.resource_type == RESOURCE_TOPIC:
+        error = _refused(ctx, resource, OP_DESCRIBE_CONFIGS)
+        if error is not None:
+            refused.append(DescribeConfigsResponse.DescribeConfigsResult(
+                error_code=int(error[0]), error_message=error[1], resource_type=resource.resource_type,
+                resource_name=resource.resource_name, configs=[]))
+        elif resource.resource_type == RESOURCE_TOPIC:
             results.append(_describe_topic(ctx, resource, version, bool(request.include_synonyms),
                                            bool(getattr(request, "include_documentation", False))))
         elif resource.resource_type in (RESOURCE_BROKER, RESOURCE_BROKER_LOGGER):
@@ -250,11 +270,14 @@ async def handle_describe_configs(ctx: RequestContext, header, request) -> objec
                 error_code=int(ErrorCode.INVALID_REQUEST),
                 error_message=f"Unsupported resource type {resource.resource_type}",
                 resource_type=resource.resource_type, resource_name=resource.resource_name, configs=[]))
-    return DescribeConfigsResponse(throttle_time_ms=0, results=results)
+    return DescribeConfigsResponse(throttle_time_ms=0, results=results + refused)
 
 
 def _alter(ctx: RequestContext, resource, validate_only: bool, compute: Callable[[dict[str, str]], dict[str, str]]):
     """Apply a config change to one resource; returns (error code, message)."""
+    error = _refused(ctx, resource, OP_ALTER_CONFIGS)
+    if error is not None:
+        return error
     if resource.resource_type == RESOURCE_BROKER:
         return ErrorCode.INVALID_REQUEST, "Dynamic broker configs are not supported by Odradek"
     if resource.resource_type == RESOURCE_BROKER_LOGGER:

@@ -16,6 +16,18 @@ from ..group_coordinator.classic import ClassicGroup, GroupError, GroupState, de
 from ..group_coordinator.consumer import ConsumerGroup
 from ..group_coordinator.records import OFFSETS_TOPIC
 from ..logstore.java_hash import hashmap_order, string_hash, topic_partition_hash
+from ..security.acl import CLUSTER_NAME as ACL_CLUSTER
+from ..security.acl import (
+    OP_DELETE,
+    OP_DESCRIBE,
+    OP_READ,
+    RT_CLUSTER,
+    RT_GROUP,
+    RT_TOPIC,
+    RT_TRANSACTIONAL_ID,
+    authorized_operations,
+    permits,
+)
 from ..wire.errors import ErrorCode
 from ..wire.primitives import Uuid
 from ..wire.protocol import response_class, supported_versions
@@ -54,7 +66,16 @@ ConsumerGroupDescribeResponse = response_class(CONSUMER_GROUP_DESCRIBE_KEY)
 
 # Bits of the group operations Kafka reports when authorization is off:
 # READ(3) DELETE(6) DESCRIBE(8)
-GROUP_ALL_OPERATIONS = sum(1 << op for op in (3, 6, 8))
+GROUP_OPERATIONS = (3, 6, 8)
+GROUP_ALL_OPERATIONS = sum(1 << op for op in GROUP_OPERATIONS)
+
+# Kafka's Errors.message() of the authorization errors
+AUTH_MESSAGES = {
+    ErrorCode.GROUP_AUTHORIZATION_FAILED: "Group authorization failed.",
+    ErrorCode.TRANSACTIONAL_ID_AUTHORIZATION_FAILED: "Transactional Id authorization failed.",
+    ErrorCode.TOPIC_AUTHORIZATION_FAILED: "Topic authorization failed.",
+    ErrorCode.CLUSTER_AUTHORIZATION_FAILED: "Cluster authorization failed.",
+}
 
 GROUP_KEY_TYPE = 0
 TRANSACTION_KEY_TYPE = 1
@@ -107,9 +128,15 @@ async def handle_find_coordinator(ctx: RequestContext, header, request) -> objec
     keys = list(request.coordinator_keys) if version >= 4 else [request.key]
     host, port = advertised_endpoint(broker, ctx.listener_name)
     answers = []
+    allowed = permits(ctx)
     for key in keys:
         code = ErrorCode.NONE
-        if key_type == GROUP_KEY_TYPE:
+        # DESCRIBE on the group / transactional id, per key (KafkaApis.getCoordinator)
+        if key_type == GROUP_KEY_TYPE and not allowed(OP_DESCRIBE, RT_GROUP, key):
+            code = ErrorCode.GROUP_AUTHORIZATION_FAILED
+        elif key_type == TRANSACTION_KEY_TYPE and not allowed(OP_DESCRIBE, RT_TRANSACTIONAL_ID, key):
+            code = ErrorCode.TRANSACTIONAL_ID_AUTHORIZATION_FAILED
+        elif key_type == GROUP_KEY_TYPE:
             coordinator = _coordinator(ctx)
             if coordinator is None:
                 code = ErrorCode.COORDINATOR_NOT_AVAILABLE
@@ -154,7 +181,7 @@ def _error_message(code: ErrorCode) -> str:
         return "NONE"
     if code == ErrorCode.COORDINATOR_NOT_AVAILABLE:
         return "The coordinator is not available."
-    return code.name
+    return AUTH_MESSAGES.get(code, code.name)
 
 
 # ====================================================================== JoinGroup / SyncGroup
@@ -285,14 +312,19 @@ async def handle_offset_commit(ctx: RequestContext, header, request) -> object:
     results: dict[tuple[str, int], ErrorCode] = {}
     order: list[tuple[str, list[int]]] = []
     commits = []
+    allowed = permits(ctx)  # READ on the group is checked before (security.acl.enforce)
     for topic in request.topics:
         meta = broker.metadata.get(topic.name) if broker.metadata is not None else None
+        readable = allowed(OP_READ, RT_TOPIC, topic.name)
         indexes = []
         for p in topic.partitions:
             tp = (topic.name, p.partition_index)
             indexes.append(p.partition_index)
-            # Unknown topics are answered before the coordinator looks at the group (Kafka's order).
-            if meta is None or not 0 <= p.partition_index < meta.partitions:
+            # Unauthorized, then unknown topics are answered before the coordinator looks at the group
+            # (Kafka's order).
+            if not readable:
+                results[tp] = ErrorCode.TOPIC_AUTHORIZATION_FAILED
+            elif meta is None or not 0 <= p.partition_index < meta.partitions:
                 results[tp] = ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
             elif group_error is not None:
                 results[tp] = group_error
@@ -335,13 +367,15 @@ async def handle_offset_commit(ctx: RequestContext, header, request) -> object:
 async def handle_offset_fetch(ctx: RequestContext, header, request) -> object:
     version = header.api_version
     coordinator = _coordinator(ctx)
+    allowed = permits(ctx)
     if version >= 8:
         groups = []
         for g in request.groups:
             wanted = None if g.topics is None else [(t.name, i) for t in g.topics for i in t.partition_indexes]
             member_id = g.member_id if version >= 9 else None
             epoch = g.member_epoch if version >= 9 else -1
-            code, offsets = _fetch(coordinator, g.group_id, wanted, member_id, epoch, request.require_stable)
+            code, offsets = _fetch(coordinator, g.group_id, wanted, member_id, epoch, request.require_stable,
+                                   allowed)
             groups.append(OffsetFetchResponse.OffsetFetchResponseGroup(
                 group_id=g.group_id, error_code=int(code),
                 topics=[
@@ -359,7 +393,10 @@ async def handle_offset_fetch(ctx: RequestContext, header, request) -> object:
             ))
         return OffsetFetchResponse(throttle_time_ms=0, groups=groups)
     wanted = None if request.topics is None else [(t.name, i) for t in request.topics for i in t.partition_indexes]
-    code, offsets = _fetch(coordinator, request.group_id, wanted, None, -1, version >= 7 and request.require_stable)
+    code, offsets = _fetch(coordinator, request.group_id, wanted, None, -1, version >= 7 and request.require_stable,
+                           allowed)
+    if version < 2 and code == ErrorCode.GROUP_AUTHORIZATION_FAILED:
+        offsets = _group_by_topic([(tp, None) for tp in wanted or []])
     if version < 2 and code != ErrorCode.NONE:
         # v0/v1 have no top-level error: every partition carries it.
         offsets = [(name, [(i, -1, -1, "", code) for i, *_ in parts]) for name, parts in offsets]
@@ -381,12 +418,41 @@ async def handle_offset_fetch(ctx: RequestContext, header, request) -> object:
 
 
 def _fetch(coordinator: GroupCoordinator | None, group_id: str, wanted: list[tuple[str, int]] | None,
-           member_id: str | None, member_epoch: int, require_stable: bool = False) -> tuple[ErrorCode, list]:
+           member_id: str | None, member_epoch: int, require_stable: bool = False,
+           allowed: Any = None) -> tuple[ErrorCode, list]:
     """(error, [(topic, [(partition, offset, leader epoch, metadata, error)])]) in request (or topic) order.
 
     With ``require_stable`` a partition an open transaction has an offset for answers
-    UNSTABLE_OFFSET_COMMIT (the client retries until the transaction completes).
+    UNSTABLE_OFFSET_COMMIT (the client retries until the transaction completes). With ACLs
+    (`allowed`, KafkaApis' rules): without DESCRIBE on the group, GROUP_AUTHORIZATION_FAILED and no
+    topics; requested partitions of topics the principal may not DESCRIBE come last with
+    TOPIC_AUTHORIZATION_FAILED; a fetch of all topics leaves those topics out.
     """
+    if allowed is None:
+        return _fetch_authorized(coordinator, group_id, wanted, member_id, member_epoch, require_stable)
+    if not allowed(OP_DESCRIBE, RT_GROUP, group_id):
+        return ErrorCode.GROUP_AUTHORIZATION_FAILED, []
+    describable: dict[str, bool] = {}
+
+    def may(topic: str) -> bool:
+        if topic not in describable:
+            describable[topic] = allowed(OP_DESCRIBE, RT_TOPIC, topic)
+        return describable[topic]
+
+    denied = [] if wanted is None else [tp for tp in wanted if not may(tp[0])]
+    if denied:
+        wanted = [tp for tp in wanted if may(tp[0])]
+    code, answer = _fetch_authorized(coordinator, group_id, wanted, member_id, member_epoch, require_stable)
+    if wanted is None:
+        answer = [(topic, parts) for topic, parts in answer if may(topic)]
+    out: dict[str, list] = {}
+    for topic, partition in denied:
+        out.setdefault(topic, []).append((partition, -1, -1, "", ErrorCode.TOPIC_AUTHORIZATION_FAILED))
+    return code, answer + list(out.items())
+
+
+def _fetch_authorized(coordinator: GroupCoordinator | None, group_id: str, wanted: list[tuple[str, int]] | None,
+                      member_id: str | None, member_epoch: int, require_stable: bool = False) -> tuple[ErrorCode, list]:
     def empty_answer() -> list:
         return _group_by_topic([(tp, None) for tp in wanted or []])
 
@@ -428,7 +494,12 @@ async def handle_list_groups(ctx: RequestContext, header, request) -> object:
     states = {s.lower() for s in request.states_filter} if version >= 4 and request.states_filter else None
     types = {t.lower() for t in request.types_filter} if version >= 5 and request.types_filter else None
     groups = []
+    allowed = permits(ctx)
+    # all groups with DESCRIBE on the cluster, otherwise those the principal may DESCRIBE (KafkaApis)
+    everything = allowed(OP_DESCRIBE, RT_CLUSTER, ACL_CLUSTER)
     for group_id, protocol_type, state, group_type in coordinator.list_groups():
+        if not everything and not allowed(OP_DESCRIBE, RT_GROUP, group_id):
+            continue
         if states is not None and state.lower() not in states:
             continue
         if types is not None and group_type not in types:
@@ -443,10 +514,25 @@ async def handle_describe_groups(ctx: RequestContext, header, request) -> object
     version = header.api_version
     coordinator = _coordinator(ctx)
     include_ops = version >= 3 and request.include_authorized_operations
-    described = []
-    for group_id in _kafka_order(coordinator, list(request.groups)):
-        described.append(_describe(coordinator, group_id, version, include_ops))
+    allowed = permits(ctx)
+    # without DESCRIBE on a group: GROUP_AUTHORIZATION_FAILED, answered first (KafkaApis)
+    described = [_group_error(gid, ErrorCode.GROUP_AUTHORIZATION_FAILED)
+                 for gid in request.groups if not allowed(OP_DESCRIBE, RT_GROUP, gid)]
+    for group_id in _kafka_order(coordinator, [g for g in request.groups if allowed(OP_DESCRIBE, RT_GROUP, g)]):
+        group = _describe(coordinator, group_id, version, include_ops)
+        if include_ops and group.error_code == 0:
+            ops = authorized_operations(ctx, RT_GROUP, group_id, GROUP_OPERATIONS)
+            if ops is not None:
+                group.authorized_operations = ops
+        described.append(group)
     return DescribeGroupsResponse(throttle_time_ms=0, groups=described)
+
+
+def _group_error(group_id: str, code: ErrorCode) -> object:
+    # Kafka's DescribeGroupsResponse.groupError: unknown state, protocol and members
+    return DescribeGroupsResponse.DescribedGroup(
+        error_code=int(code), group_id=group_id, group_state="", protocol_type="", protocol_data="",
+        members=[], authorized_operations=AUTHORIZED_OPERATIONS_OMITTED)
 
 
 def _describe(coordinator: GroupCoordinator | None, group_id: str, version: int, include_ops: bool) -> object:
@@ -489,14 +575,22 @@ def _describe(coordinator: GroupCoordinator | None, group_id: str, version: int,
 @handles(DELETE_GROUPS_KEY, 0, _max(DELETE_GROUPS_KEY))
 async def handle_delete_groups(ctx: RequestContext, header, request) -> object:
     coordinator = _coordinator(ctx)
-    names = _kafka_order(coordinator, list(request.groups_names), hash_set=True)
+    allowed = permits(ctx)
+    # DELETE on each group; the refused ones come last with GROUP_AUTHORIZATION_FAILED (KafkaApis)
+    unique = list(dict.fromkeys(request.groups_names))
+    refused = [g for g in unique if not allowed(OP_DELETE, RT_GROUP, g)]
+    names = _kafka_order(coordinator, [g for g in request.groups_names if g not in refused], hash_set=True)
     if coordinator is None:
         results = dict.fromkeys(names, ErrorCode.COORDINATOR_NOT_AVAILABLE)
-    else:
+    elif names:
         results = coordinator.delete_groups(names)
+    else:
+        results = {}
     return DeleteGroupsResponse(
         throttle_time_ms=0,
-        results=[DeleteGroupsResponse.DeletableGroupResult(group_id=n, error_code=int(results[n])) for n in names],
+        results=[DeleteGroupsResponse.DeletableGroupResult(group_id=n, error_code=int(results[n])) for n in names]
+        + [DeleteGroupsResponse.DeletableGroupResult(group_id=n, error_code=int(ErrorCode.GROUP_AUTHORIZATION_FAILED))
+           for n in refused],
     )
 
 
@@ -504,13 +598,20 @@ async def handle_delete_groups(ctx: RequestContext, header, request) -> object:
 async def handle_offset_delete(ctx: RequestContext, header, request) -> object:
     broker = ctx.broker
     coordinator = _coordinator(ctx)
+    allowed = permits(ctx)
+    if not allowed(OP_DELETE, RT_GROUP, request.group_id):  # DELETE on the group, READ on each topic
+        return OffsetDeleteResponse(error_code=int(ErrorCode.GROUP_AUTHORIZATION_FAILED), throttle_time_ms=0,
+                                    topics=[])
     known: list[tuple[str, int]] = []
     codes: dict[tuple[str, int], ErrorCode] = {}
     for topic in request.topics:
         meta = broker.metadata.get(topic.name) if broker.metadata is not None else None
+        readable = allowed(OP_READ, RT_TOPIC, topic.name)
         for p in topic.partitions:
             tp = (topic.name, p.partition_index)
-            if meta is None or not 0 <= p.partition_index < meta.partitions:
+            if not readable:
+                codes[tp] = ErrorCode.TOPIC_AUTHORIZATION_FAILED
+            elif meta is None or not 0 <= p.partition_index < meta.partitions:
                 codes[tp] = ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
             else:
                 known.append(tp)
@@ -607,8 +708,12 @@ async def handle_consumer_group_describe(ctx: RequestContext, header, request) -
                                          partitions=sorted(tps[name])))
         return R.Assignment(topic_partitions=out)
 
-    groups = []
-    for group_id in _kafka_order(coordinator, list(request.group_ids)):
+    allowed = permits(ctx)
+    groups = [R.DescribedGroup(error_code=int(ErrorCode.GROUP_AUTHORIZATION_FAILED),
+                               error_message=AUTH_MESSAGES[ErrorCode.GROUP_AUTHORIZATION_FAILED], group_id=gid,
+                               group_state="", authorized_operations=AUTHORIZED_OPERATIONS_OMITTED, members=[])
+              for gid in request.group_ids if not allowed(OP_DESCRIBE, RT_GROUP, gid)]
+    for group_id in _kafka_order(coordinator, [g for g in request.group_ids if allowed(OP_DESCRIBE, RT_GROUP, g)]):
         group = coordinator.describe_group(group_id) if coordinator is not None else None
         if coordinator is None:
             groups.append(R.DescribedGroup(error_code=int(ErrorCode.COORDINATOR_NOT_AVAILABLE), group_id=group_id,

@@ -10,6 +10,18 @@ from __future__ import annotations
 import logging
 from typing import Any
 
+from ..security.acl import (
+    CLUSTER_NAME,
+    OP_CLUSTER_ACTION,
+    OP_DESCRIBE,
+    OP_READ,
+    OP_WRITE,
+    RT_CLUSTER,
+    RT_GROUP,
+    RT_TOPIC,
+    RT_TRANSACTIONAL_ID,
+    permits,
+)
 from ..txn_coordinator import TransactionCoordinator, TxnError
 from ..wire.errors import ErrorCode
 from ..wire.protocol import response_class, supported_versions
@@ -66,13 +78,20 @@ def _add_partitions(ctx: RequestContext, coordinator: TransactionCoordinator | N
     Partition = AddPartitionsToTxnResponse.AddPartitionsToTxnPartitionResult
     wanted = [(t.name, p) for t in topics for p in t.partitions]
     codes: dict[tuple[str, int], ErrorCode]
-    unknown = [tp for tp in wanted if not _known_partition(ctx, *tp)]
-    if coordinator is None:
-        codes = dict.fromkeys(wanted, ErrorCode.COORDINATOR_NOT_AVAILABLE)
-    elif unknown:
-        # Kafka checks the partitions first: unknown ones fail, the others are not attempted.
-        codes = {tp: ErrorCode.UNKNOWN_TOPIC_OR_PARTITION if tp in unknown else ErrorCode.OPERATION_NOT_ATTEMPTED
+    allowed = permits(ctx)
+    # clients' versions (v0-3) need WRITE on the transactional id and on each topic (KafkaApis)
+    client = version <= 3
+    refused = {tp for tp in wanted if client and not allowed(OP_WRITE, RT_TOPIC, tp[0])}
+    unknown = [tp for tp in wanted if tp not in refused and not _known_partition(ctx, *tp)]
+    if client and not allowed(OP_WRITE, RT_TRANSACTIONAL_ID, txn_id):
+        codes = dict.fromkeys(wanted, ErrorCode.TRANSACTIONAL_ID_AUTHORIZATION_FAILED)
+    elif refused or (unknown and coordinator is not None):
+        # Kafka checks the partitions first: refused and unknown ones fail, the others are not attempted.
+        codes = {tp: ErrorCode.TOPIC_AUTHORIZATION_FAILED if tp in refused
+                 else ErrorCode.UNKNOWN_TOPIC_OR_PARTITION if tp in unknown else ErrorCode.OPERATION_NOT_ATTEMPTED
                  for tp in wanted}
+    elif coordinator is None:
+        codes = dict.fromkeys(wanted, ErrorCode.COORDINATOR_NOT_AVAILABLE)
     elif verify_only:
         codes = coordinator.verify_partitions(txn_id, pid, epoch, wanted)
     else:
@@ -98,7 +117,10 @@ async def handle_add_partitions_to_txn(ctx: RequestContext, header, request) -> 
                                   request.v3_and_below_producer_id, request.v3_and_below_producer_epoch,
                                   request.v3_and_below_topics, False)
         return AddPartitionsToTxnResponse(throttle_time_ms=0, results_by_topic_v3_and_below=results)
-    # v4+: batched, sent by brokers (KIP-890), possibly verify-only
+    # v4+: batched, sent by brokers (KIP-890), possibly verify-only: CLUSTER_ACTION on the cluster
+    if not permits(ctx)(OP_CLUSTER_ACTION, RT_CLUSTER, CLUSTER_NAME):
+        return AddPartitionsToTxnResponse(throttle_time_ms=0, error_code=int(ErrorCode.CLUSTER_AUTHORIZATION_FAILED),
+                                          results_by_transaction=[])
     Result = AddPartitionsToTxnResponse.AddPartitionsToTxnResult
     out = []
     for txn in request.transactions:
@@ -115,7 +137,12 @@ async def handle_add_partitions_to_txn(ctx: RequestContext, header, request) -> 
 async def handle_add_offsets_to_txn(ctx: RequestContext, header, request) -> object:
     coordinator = _coordinator(ctx)
     code = ErrorCode.NONE
-    if coordinator is None:
+    allowed = permits(ctx)
+    if not allowed(OP_WRITE, RT_TRANSACTIONAL_ID, request.transactional_id):
+        code = ErrorCode.TRANSACTIONAL_ID_AUTHORIZATION_FAILED
+    elif not allowed(OP_READ, RT_GROUP, request.group_id):
+        code = ErrorCode.GROUP_AUTHORIZATION_FAILED
+    elif coordinator is None:
         code = ErrorCode.COORDINATOR_NOT_AVAILABLE
     else:
         try:
@@ -130,7 +157,9 @@ async def handle_add_offsets_to_txn(ctx: RequestContext, header, request) -> obj
 async def handle_end_txn(ctx: RequestContext, header, request) -> object:
     coordinator = _coordinator(ctx)
     code = ErrorCode.NONE
-    if coordinator is None:
+    if not permits(ctx)(OP_WRITE, RT_TRANSACTIONAL_ID, request.transactional_id):
+        code = ErrorCode.TRANSACTIONAL_ID_AUTHORIZATION_FAILED
+    elif coordinator is None:
         code = ErrorCode.COORDINATOR_NOT_AVAILABLE
     else:
         try:
@@ -152,10 +181,25 @@ async def handle_txn_offset_commit(ctx: RequestContext, header, request) -> obje
     coordinator = _coordinator(ctx)
     Topic = TxnOffsetCommitResponse.TxnOffsetCommitResponseTopic
     Partition = TxnOffsetCommitResponse.TxnOffsetCommitResponsePartition
+    allowed = permits(ctx)
+    # WRITE on the transactional id, then READ on the group: every partition gets the error
+    denied = None
+    if not allowed(OP_WRITE, RT_TRANSACTIONAL_ID, request.transactional_id):
+        denied = ErrorCode.TRANSACTIONAL_ID_AUTHORIZATION_FAILED
+    elif not allowed(OP_READ, RT_GROUP, request.group_id):
+        denied = ErrorCode.GROUP_AUTHORIZATION_FAILED
+    if denied is not None:
+        return TxnOffsetCommitResponse(throttle_time_ms=0, topics=[
+            Topic(name=t.name, partitions=[Partition(partition_index=p.partition_index, error_code=int(denied))
+                                           for p in t.partitions])
+            for t in request.topics])
     commits = []
     unknown: set[tuple[str, int]] = set()
+    refused = {t.name for t in request.topics if not allowed(OP_READ, RT_TOPIC, t.name)}  # READ on each topic
     for t in request.topics:
         for p in t.partitions:
+            if t.name in refused:
+                continue
             if not _known_partition(ctx, t.name, p.partition_index):
                 unknown.add((t.name, p.partition_index))
                 continue
@@ -173,7 +217,8 @@ async def handle_txn_offset_commit(ctx: RequestContext, header, request) -> obje
     topics = [
         Topic(name=t.name, partitions=[
             Partition(partition_index=p.partition_index,
-                      error_code=int(ErrorCode.UNKNOWN_TOPIC_OR_PARTITION if (t.name, p.partition_index) in unknown
+                      error_code=int(ErrorCode.TOPIC_AUTHORIZATION_FAILED if t.name in refused
+                                     else ErrorCode.UNKNOWN_TOPIC_OR_PARTITION if (t.name, p.partition_index) in unknown
                                      else code))
             for p in t.partitions])
         for t in request.topics
@@ -188,8 +233,14 @@ async def handle_txn_offset_commit(ctx: RequestContext, header, request) -> obje
 async def handle_describe_producers(ctx: RequestContext, header, request) -> object:
     R = DescribeProducersResponse
     topics = []
+    allowed = permits(ctx)
     for t in request.topics:
         parts = []
+        if not allowed(OP_READ, RT_TOPIC, t.name):  # READ on the topic (KafkaApis)
+            topics.append(R.TopicResponse(name=t.name, partitions=[
+                R.PartitionResponse(partition_index=i, error_code=int(ErrorCode.TOPIC_AUTHORIZATION_FAILED))
+                for i in t.partition_indexes]))
+            continue
         for index in t.partition_indexes:
             plog = ctx.broker.partition_log(t.name, index) if _known_partition(ctx, t.name, index) else None
             if plog is None:
@@ -214,8 +265,14 @@ async def handle_describe_transactions(ctx: RequestContext, header, request) -> 
     R = DescribeTransactionsResponse
     coordinator = _coordinator(ctx)
     states = []
+    allowed = permits(ctx)
     for txn_id in request.transactional_ids:
         meta = coordinator.describe(txn_id) if coordinator is not None else None
+        if not allowed(OP_DESCRIBE, RT_TRANSACTIONAL_ID, txn_id):  # DESCRIBE on each transactional id
+            states.append(R.TransactionState(error_code=int(ErrorCode.TRANSACTIONAL_ID_AUTHORIZATION_FAILED),
+                                             transactional_id=txn_id, transaction_state="", producer_id=-1,
+                                             producer_epoch=-1))
+            continue
         if coordinator is None:
             states.append(R.TransactionState(error_code=int(ErrorCode.COORDINATOR_NOT_AVAILABLE),
                                              transactional_id=txn_id, transaction_state="", producer_id=-1,
@@ -252,6 +309,8 @@ async def handle_list_transactions(ctx: RequestContext, header, request) -> obje
                                                        list(request.producer_id_filters or []), duration, pattern)
     except TxnError as exc:
         return R(throttle_time_ms=0, error_code=int(exc.code))
+    allowed = permits(ctx)  # only the transactional ids the principal may DESCRIBE (KafkaApis)
+    found = [m for m in found if allowed(OP_DESCRIBE, RT_TRANSACTIONAL_ID, m.transactional_id)]
     return R(
         throttle_time_ms=0, error_code=0, unknown_state_filters=unknown,
         transaction_states=[R.TransactionState(transactional_id=m.transactional_id, producer_id=m.producer_id,

@@ -4,8 +4,10 @@ Records are applied in log order. Records inside a metadata transaction
 (BeginTransactionRecord ... EndTransactionRecord) are held back and applied at its end, or
 dropped on AbortTransactionRecord or when the log ends inside the transaction, as Kafka's
 controller does. SCRAM credentials (UserScramCredentialRecord / RemoveUserScramCredentialRecord)
-are kept in ``scram``. Record types Odradek has no use for here (NoOp, ACLs, quotas, ...) are
-counted and skipped.
+are kept in ``scram``, ACL bindings (AccessControlEntryRecord / RemoveAccessControlEntryRecord) in
+``acls``, as Kafka's AclsImage holds them, so that whatever writes the image out (a snapshot) carries
+them: :meth:`MetadataImage.acl_records`. Record types Odradek has no use for here (NoOp, quotas, ...)
+are counted and skipped.
 """
 
 from __future__ import annotations
@@ -63,6 +65,8 @@ class MetadataImage:
         self.next_producer_id = 0
         #: UserScramCredentialRecords by (mechanism type, user name), as Kafka's ScramImage holds them
         self.scram: dict[tuple[int, str], Any] = {}
+        #: AccessControlEntryRecords by their id (16 bytes), in the order they were created
+        self.acls: dict[bytes, Any] = {}
         self.skipped: Counter[str] = Counter()
         self.records_applied = 0
         self._txn: list[MetadataRecord] | None = None
@@ -75,6 +79,10 @@ class MetadataImage:
 
     def topic_configs(self, name: str) -> dict[str, str]:
         return dict(self.configs.get((RESOURCE_TOPIC, name), {}))
+
+    def acl_records(self) -> list[tuple[str, Any]]:
+        """The AccessControlEntryRecords that rebuild the ACLs in force (what a snapshot must hold)."""
+        return [("AccessControlEntryRecord", m) for m in self.acls.values()]
 
     def max_leader_epoch(self) -> int:
         return max((p.leader_epoch for t in self.topics_by_id.values() for p in t.partitions.values()), default=0)
@@ -197,3 +205,14 @@ class MetadataImage:
             # Kafka's controller refuses such a log; a reader here only notes it
             log.warning("RemoveUserScramCredentialRecord for %s (mechanism %d) that does not exist", m.name,
                         m.mechanism)
+
+    def _on_AccessControlEntryRecord(self, m: Any) -> None:  # noqa: N802
+        self.acls[_acl_id(m.id)] = m
+
+    def _on_RemoveAccessControlEntryRecord(self, m: Any) -> None:  # noqa: N802
+        if self.acls.pop(_acl_id(m.id), None) is None:
+            log.warning("RemoveAccessControlEntryRecord for ACL %s that does not exist", m.id)
+
+
+def _acl_id(value: Any) -> bytes:
+    return bytes(value.bytes if hasattr(value, "bytes") else value)

@@ -59,6 +59,12 @@ class AclBinding:
         return self.pattern_type == PT_PREFIXED and name.startswith(self.resource_name)
 
 
+def binding_of(m: Any) -> AclBinding:
+    """The binding of an AccessControlEntryRecord."""
+    return AclBinding(m.resource_type, m.resource_name, m.pattern_type, m.principal, m.host, m.operation,
+                      m.permission_type)
+
+
 @dataclass(frozen=True)
 class AclFilter:
     """A DescribeAcls / DeleteAcls filter (ANY / None match everything)."""
@@ -127,6 +133,13 @@ class Authorizer:
 
     def _load(self) -> None:
         store = self._store()
+        image_acls = getattr(getattr(store, "image", None), "acls", None)
+        if image_acls is not None and getattr(store, "log", None) is not None:
+            # the replayed metadata image (snapshot + log, metadata transactions applied or dropped)
+            self.bindings = {binding_of(m): acl_id for acl_id, m in image_acls.items()}
+            if self.bindings:
+                log.info("Loaded %d ACL bindings from the metadata image", len(self.bindings))
+            return
         log_ = getattr(store, "log", None)
         if log_ is None:
             return
@@ -191,6 +204,48 @@ class Authorizer:
         allowed_ops = {operation, OP_ALL} | _IMPLIES.get(operation, set())
         return any(b.permission_type == PERM_ALLOW and b.operation in allowed_ops for b in applicable)
 
+    def authorize_by_resource_type(self, principal: str, host: str, operation: int, resource_type: int) -> bool:
+        """Whether `principal` may do `operation` on some resource of the type (Kafka's
+        Authorizer.authorizeByResourceType): allowed for whoever may use an arbitrary name of the type
+        (super users; no ACL at all with allow.everyone.if.no.acl.found), then if an ALLOW binding
+        (the operation itself or ALL, no implied operations) exists that no DENY dominates: a
+        wildcard LITERAL DENY denies everything, a wildcard LITERAL ALLOW allows, a LITERAL ALLOW
+        is dominated by a LITERAL DENY of the same name or a PREFIXED DENY of one of its prefixes."""
+        if self.authorize(principal, host, operation, resource_type, "hardcode"):
+            return True
+        deny_literal: set[str] = set()
+        deny_prefixed: set[str] = set()
+        allow: list[tuple[int, str]] = []
+        wildcard_allow = False
+        for b in self.bindings:
+            if b.resource_type != resource_type or b.host not in (host, "*"):
+                continue
+            if b.principal not in (principal, "User:*") or b.operation not in (operation, OP_ALL):
+                continue
+            if b.permission_type == PERM_DENY:
+                if b.pattern_type == PT_LITERAL and b.resource_name == "*":
+                    return False
+                (deny_literal if b.pattern_type == PT_LITERAL else deny_prefixed).add(b.resource_name)
+            elif b.permission_type == PERM_ALLOW:
+                if b.pattern_type == PT_LITERAL and b.resource_name == "*":
+                    wildcard_allow = True
+                else:
+                    allow.append((b.pattern_type, b.resource_name))
+        if wildcard_allow:
+            return True
+        for pattern_type, name in allow:
+            if pattern_type == PT_LITERAL and name in deny_literal:
+                continue
+            if not any(name[:i] in deny_prefixed for i in range(1, len(name) + 1)):
+                return True
+        return False
+
+    def authorized_operations(self, principal: str, host: str, resource_type: int, name: str,
+                              operations: tuple[int, ...]) -> int:
+        """The bit set (1 << operation) of the `operations` allowed on a resource (DescribeGroups'
+        authorized_operations)."""
+        return sum(1 << op for op in operations if self.authorize(principal, host, op, resource_type, name))
+
 
 def authorizer_for(broker: Any) -> Authorizer | None:
     """The broker's authorizer when ``authorizer.class.name`` is set (created on first use)."""
@@ -206,8 +261,15 @@ def authorizer_for(broker: Any) -> Authorizer | None:
 # enforcement in dispatch
 # ------------------------------------------------------------------------------------------------
 
-# APIs every authenticated principal may call (their own checks are elsewhere or not needed)
-_FREE = {18, 17, 36, 10, 60, 71, 72, 23, 24, 25, 26, 28, 61, 65, 66, 75}
+# APIs every authenticated principal may call (no check, as Kafka: ApiVersions, SASL, DescribeCluster,
+# OffsetForLeaderEpoch, telemetry, DescribeTopicPartitions)
+_FREE = {18, 17, 36, 60, 71, 72, 23, 75}
+# APIs whose handlers check each resource themselves with :func:`permits` (per-group, per-topic,
+# per-transactional-id errors in the middle of their answers): FindCoordinator, OffsetFetch,
+# DescribeGroups, ListGroups, DeleteGroups, OffsetDelete, ConsumerGroupDescribe, the config APIs,
+# AddPartitionsToTxn, AddOffsetsToTxn, EndTxn, TxnOffsetCommit, DescribeProducers,
+# DescribeTransactions, ListTransactions
+_IN_HANDLER = {10, 9, 15, 16, 42, 47, 69, 32, 33, 44, 24, 25, 26, 28, 61, 65, 66}
 # APIs guarded here with Kafka's resource-level errors
 _GROUP_READ = {11: "JoinGroup", 12: "Heartbeat", 13: "LeaveGroup", 14: "SyncGroup", 68: "ConsumerGroupHeartbeat"}
 
@@ -245,17 +307,30 @@ def enforce(ctx: Any, header: Any, body: Any) -> Post | None:
         return auth.authorize(principal, host, op, rtype, name)
 
     cls = response_class(key)
-    if key in _FREE:
-        if key == 22 or key == 10:
-            return None
+    if key in _FREE or key in _IN_HANDLER:
         return None
-    if key == 22:  # InitProducerId: WRITE on the transactional id when there is one
+    if key == 22:  # InitProducerId
         tid = getattr(body, "transactional_id", None)
-        if tid and not allowed(OP_WRITE, RT_TRANSACTIONAL_ID, tid):
-            raise Denied(cls(error_code=int(ErrorCode.TRANSACTIONAL_ID_AUTHORIZATION_FAILED), producer_id=-1,
+        if tid is not None:  # WRITE on the transactional id
+            if not allowed(OP_WRITE, RT_TRANSACTIONAL_ID, tid):
+                raise Denied(cls(error_code=int(ErrorCode.TRANSACTIONAL_ID_AUTHORIZATION_FAILED), producer_id=-1,
+                                 producer_epoch=-1))
+        elif not allowed(OP_IDEMPOTENT_WRITE, RT_CLUSTER, CLUSTER_NAME) and \
+                not auth.authorize_by_resource_type(principal, host, OP_WRITE, RT_TOPIC):
+            # an idempotent producer: IDEMPOTENT_WRITE on the cluster or WRITE on any topic
+            raise Denied(cls(error_code=int(ErrorCode.CLUSTER_AUTHORIZATION_FAILED), producer_id=-1,
                              producer_epoch=-1))
         return None
     if key == 0:
+        # transactional records need WRITE on the transactional id, or the whole request is refused
+        if _has_transactional_records(body):
+            tid = body.transactional_id
+            if tid is None or not allowed(OP_WRITE, RT_TRANSACTIONAL_ID, tid):
+                if body.acks == 0:  # no response is due: Kafka closes the connection instead
+                    from ..wire.errors import ProtocolError  # noqa: PLC0415
+
+                    raise ProtocolError(f"{principal} may not write transactional id {tid}")
+                raise Denied(_produce_error(cls, body, ErrorCode.TRANSACTIONAL_ID_AUTHORIZATION_FAILED))
         return _filter_topics(ctx, body, "topic_data", "partition_data", OP_WRITE, allowed, _produce_denied(cls))
     if key == 1:
         return _filter_topics(ctx, body, "topics", "partitions", OP_READ, allowed, _fetch_denied(cls))
@@ -273,11 +348,6 @@ def enforce(ctx: Any, header: Any, body: Any) -> Post | None:
             raise Denied(cls(topics=[cls.OffsetCommitResponseTopic(name=t.name, partitions=[
                 cls.OffsetCommitResponsePartition(partition_index=p.partition_index, error_code=int(code))
                 for p in t.partitions]) for t in body.topics]))
-        return None
-    if key == 9:  # OffsetFetch: DESCRIBE on the group(s)
-        groups = [g.group_id for g in (getattr(body, "groups", None) or [])] or [getattr(body, "group_id", "")]
-        if any(g and not allowed(OP_DESCRIBE, RT_GROUP, g) for g in groups):
-            raise Denied(_error_body(cls, ErrorCode.GROUP_AUTHORIZATION_FAILED))
         return None
     if key == 19:  # CreateTopics: CREATE on the cluster or the topic
         if allowed(OP_CREATE, RT_CLUSTER, CLUSTER_NAME):
@@ -336,6 +406,50 @@ def enforce(ctx: Any, header: Any, body: Any) -> Post | None:
 
         raise ProtocolError(f"{principal} is not authorized for {api}")
     raise Denied(body_out)
+
+
+def permits(ctx: Any) -> Callable[[int, int, str], bool]:
+    """``allowed(operation, resource type, name)`` for the principal of a request: the check the
+    handlers of :data:`_IN_HANDLER` make per resource (always True when ACLs are off)."""
+    auth = authorizer_for(ctx.broker)
+    if auth is None:
+        return _allow_all
+    principal = ctx.principal
+    host = ctx.session.peer_ip if ctx.session is not None else "*"
+    return lambda op, rtype, name: auth.authorize(principal, host, op, rtype, name)
+
+
+def _allow_all(op: int, rtype: int, name: str) -> bool:
+    return True
+
+
+def authorized_operations(ctx: Any, resource_type: int, name: str, operations: tuple[int, ...]) -> int | None:
+    """The bits of the `operations` the request's principal may do on a resource (None: ACLs off)."""
+    auth = authorizer_for(ctx.broker)
+    if auth is None:
+        return None
+    host = ctx.session.peer_ip if ctx.session is not None else "*"
+    return auth.authorized_operations(ctx.principal, host, resource_type, name, operations)
+
+
+def _has_transactional_records(body: Any) -> bool:
+    """Whether a Produce request holds a transactional batch (attributes bit 4 of a v2 batch header)."""
+    for t in body.topic_data or []:
+        for p in t.partition_data or []:
+            records = p.records
+            if records is not None and len(records) >= 23 and records[16] >= 2 and records[22] & 0x10:
+                return True
+    return False
+
+
+def _produce_error(cls: Any, body: Any, code: ErrorCode) -> Any:
+    """Kafka's Produce error response: every partition of the request with `code`."""
+    return cls(throttle_time_ms=0, responses=[
+        cls.TopicProduceResponse(name=t.name, topic_id=t.topic_id, partition_responses=[
+            cls.PartitionProduceResponse(index=p.index, error_code=int(code), base_offset=-1,
+                                         log_append_time_ms=-1, log_start_offset=-1)
+            for p in t.partition_data])
+        for t in body.topic_data])
 
 
 def _error_body(cls: Any, code: ErrorCode) -> Any:
