@@ -31,7 +31,8 @@ import logging
 import os
 import signal
 import socket as stdlib_socket
-from typing import TYPE_CHECKING
+import weakref
+from typing import TYPE_CHECKING, Any
 
 import trio
 
@@ -41,7 +42,7 @@ from .metrics import start_metrics
 from .security import Session, listener_security_protocol
 from .wire import schema
 from .wire.errors import ProtocolError
-from .wire.frames import FrameSplitter
+from .wire.frames import FramePool, FrameSplitter
 from .wire.protocol import API_NAMES, decode_request_header
 from .wire.records import FileSlice
 
@@ -55,6 +56,9 @@ _COALESCE_LIMIT = 64 * 1024
 _RECEIVE_SIZE = 256 * 1024
 # Reads between frames (headers, small requests) go through a reused buffer of this size.
 _SMALL_RECEIVE_SIZE = 64 * 1024
+# Produce-sized frame buffers are reused across a broker's connections (one pool per broker,
+# whose connections all live on its one Trio thread).
+_frame_pools: weakref.WeakKeyDictionary[Any, FramePool] = weakref.WeakKeyDictionary()
 
 
 class ConnectionClosed(Exception):
@@ -176,7 +180,10 @@ class Connection:
                 peer = "?"
         self.peer = peer
         self.session.peer = peer
-        self.splitter = FrameSplitter(int(broker.config.get("socket.request.max.bytes")))
+        pool = _frame_pools.get(broker)
+        if pool is None:
+            pool = _frame_pools[broker] = FramePool()
+        self.splitter = FrameSplitter(int(broker.config.get("socket.request.max.bytes")), pool)
 
     async def run(self) -> None:
         idle_s = int(self.broker.config.get("connections.max.idle.ms")) / 1000

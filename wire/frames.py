@@ -17,6 +17,60 @@ DEFAULT_MAX_FRAME_SIZE = 104857600  # Kafka's socket.request.max.bytes default (
 PREALLOCATE_MAX = 1 << 20
 
 
+class FramePool:
+    """Frame buffers of finished requests, for the next big frames of any connection.
+
+    A produce request of a MiB in a fresh buffer costs the kernel a page fault and a page
+    zeroing per 4 KiB before `recv_into` can copy a byte, and bytes(...) growth zeroes it once
+    more: about as much CPU as the copy from the socket itself. Buffers handed out in frames
+    are remembered here; a later frame takes one back only when nothing can still see it: a
+    bytearray with a live memoryview (a record set a handler kept, a frame not yet handled)
+    refuses to resize, so ``append`` is the probe. Only frames of ``min_size`` to ``max_size``
+    bytes take part, and at most ``max_buffers`` are remembered, so what the pool keeps alive is
+    bounded (8 x 2 MiB by default). Not thread-safe: one pool per event loop.
+    """
+
+    __slots__ = ("min_size", "max_size", "max_buffers", "_buffers")
+
+    def __init__(self, min_size: int = 64 * 1024, max_size: int = 2 << 20, max_buffers: int = 8) -> None:
+        self.min_size = min_size
+        self.max_size = max_size
+        self.max_buffers = max_buffers
+        self._buffers: list[bytearray] = []
+
+    def take(self, size: int) -> bytearray | None:
+        """A free remembered buffer of at least `size` bytes (its length may be larger), or None."""
+        if not self.min_size <= size <= self.max_size:
+            return None
+        buffers = self._buffers
+        for i, buf in enumerate(buffers):
+            if len(buf) >= size and _unshared(buf):
+                del buffers[i]
+                return buf
+        return None
+
+    def lend(self, buf: bytearray) -> None:
+        """Remember a buffer that is about to be handed out in a frame (the oldest is forgotten)."""
+        if self.min_size <= len(buf) <= self.max_size:
+            buffers = self._buffers
+            if len(buffers) >= self.max_buffers:
+                del buffers[0]
+            buffers.append(buf)
+
+    def __len__(self) -> int:
+        return len(self._buffers)
+
+
+def _unshared(buf: bytearray) -> bool:
+    """True if no buffer export (memoryview) of `buf` is alive."""
+    try:
+        buf.append(0)
+    except BufferError:
+        return False
+    del buf[-1]
+    return True
+
+
 class FrameSplitter:
     """Incremental frame splitter.
 
@@ -28,10 +82,11 @@ class FrameSplitter:
     the stream cannot be resynchronised: the connection must be closed.
     """
 
-    __slots__ = ("max_frame_size", "_header", "_body", "_filled", "_size", "_ready", "_error")
+    __slots__ = ("max_frame_size", "pool", "_header", "_body", "_filled", "_size", "_ready", "_error")
 
-    def __init__(self, max_frame_size: int = DEFAULT_MAX_FRAME_SIZE) -> None:
+    def __init__(self, max_frame_size: int = DEFAULT_MAX_FRAME_SIZE, pool: FramePool | None = None) -> None:
         self.max_frame_size = max_frame_size
+        self.pool = pool  # big frames reuse finished frames' buffers (see FramePool)
         self._header = bytearray()  # partial 4-byte size prefix
         self._body: bytearray | None = None  # frame being filled
         self._filled = 0
@@ -73,12 +128,16 @@ class FrameSplitter:
                     self._ready.append(memoryview(bytearray(mv[pos : pos + size])))
                     pos += size
                     continue
-                self._body = body = bytearray(size) if size <= PREALLOCATE_MAX else bytearray()
+                body = self.pool.take(size) if self.pool is not None else None
+                if body is None:
+                    body = bytearray(size) if size <= PREALLOCATE_MAX else bytearray()
+                self._body = body
                 self._size = size
                 self._filled = 0
             take = min(self._size - self._filled, n - pos)
             filled = self._filled
-            room = len(body) - filled  # recv_buffer may have grown the buffer ahead of the data
+            # recv_buffer may have grown the buffer ahead of the data; a pooled one may be longer
+            room = len(body) - filled
             if room >= take:
                 body[filled : filled + take] = mv[pos : pos + take]
             else:
@@ -88,8 +147,7 @@ class FrameSplitter:
             self._filled += take
             pos += take
             if self._filled == self._size:
-                self._ready.append(memoryview(body))
-                self._body = None
+                self._complete(body)
 
     def recv_buffer(self, chunk: int) -> memoryview | None:
         """Where to receive the rest of the frame being filled, to skip `feed`'s copy.
@@ -107,7 +165,7 @@ class FrameSplitter:
         if len(body) == filled:
             grow = min(self._size - filled, max(chunk, filled))
             body += bytes(grow)  # realloc of a large buffer remaps pages rather than copying
-        return memoryview(body)[filled:]
+        return memoryview(body)[filled : self._size]
 
     def commit(self, n: int) -> None:
         """`n` bytes were received into the view `recv_buffer` returned."""
@@ -115,8 +173,14 @@ class FrameSplitter:
         if self._filled == self._size:
             body = self._body
             assert body is not None
-            self._ready.append(memoryview(body))
-            self._body = None
+            self._complete(body)
+
+    def _complete(self, body: bytearray) -> None:
+        size = self._size
+        self._ready.append(memoryview(body) if len(body) == size else memoryview(body)[:size])
+        self._body = None
+        if self.pool is not None:
+            self.pool.lend(body)
 
     def next_frame(self) -> memoryview | None:
         """The next complete frame (without size prefix), or None if more bytes are needed."""
