@@ -17,10 +17,12 @@ HEADLINE = "1KiB base"
 WIRE_HEADLINE = "wire 1KiB base"
 CONSUME = "consumer catch-up from 0"
 WIRE_CONSUME = "wire consumer catch-up from 0"
+WIRE_CONSUME2 = "wire consumer catch-up from 0, 2 connections"
 # The physical targets are for 1 KiB records with batching: the base configuration (6
 # partitions, acks=1, one connection, no compression) as driven by either load generator.
 GENERATORS = {HEADLINE: "kcat", WIRE_HEADLINE: "wire load generator",
-              CONSUME: "kcat", WIRE_CONSUME: "wire load generator"}
+              CONSUME: "kcat", WIRE_CONSUME: "wire load generator",
+              WIRE_CONSUME2: "wire load generator, 2 connections"}
 
 
 def _get(agg: dict, broker: str, workload: str, key: str) -> float | None:
@@ -60,7 +62,8 @@ def targets(data: dict) -> list[tuple[str, str, str, str]]:
     for name, goal in ((HEADLINE, "produce throughput vs Kafka, 1 KiB, batching"),
                        (WIRE_HEADLINE, "produce throughput vs Kafka, 1 KiB, batching"),
                        (CONSUME, "consume throughput vs Kafka (catch-up)"),
-                       (WIRE_CONSUME, "consume throughput vs Kafka (catch-up)")):
+                       (WIRE_CONSUME, "consume throughput vs Kafka (catch-up)"),
+                       (WIRE_CONSUME2, "consume throughput vs Kafka (catch-up)")):
         o, k = _get(agg, SUBJECT, name, "mbs"), _get(agg, REF, name, "mbs")
         if o is not None:
             rows.append((f"{goal}, {GENERATORS[name]}", _ratio(o, k), ">= 1.0x", _met(o, k, 1.0)))
@@ -69,7 +72,7 @@ def targets(data: dict) -> list[tuple[str, str, str, str]]:
         climit = min(base["loopback_mbs"], base["read_mbs"])
         for names, what, limit, goal in (((HEADLINE, WIRE_HEADLINE), "produce vs physical limit (min of loopback, "
                                           "append)", plimit, 0.5),
-                                         ((CONSUME, WIRE_CONSUME), "consume vs physical limit (min of loopback, read)",
+                                         ((CONSUME, WIRE_CONSUME, WIRE_CONSUME2), "consume vs physical limit (min of loopback, read)",
                                           climit, 0.7)):
             best = _best(agg, names)
             if best is not None:

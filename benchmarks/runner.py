@@ -753,15 +753,24 @@ class Session:
                  cpu_s_per_gb=cpu / (nbytes / 1e9), gen_cpu_s_per_gb=sum(s["cpu_seconds"] for s in stats) / (nbytes / 1e9),
                  bytes=nbytes, **self._loop_stats(wall0, wall1))
 
-    def wire_consume(self, topic: str) -> None:
-        """benchmarks/wire_load.py reading the catch-up topic from offset 0 (one connection)."""
+    def wire_consume(self, topic: str, connections: int = 1) -> None:
+        """benchmarks/wire_load.py reading the catch-up topic from offset 0: one connection for all
+        partitions, or `connections` processes splitting the partitions like a consumer group's
+        members (so one connection's request/response gaps do not leave the link idle)."""
+        partitions = Produce("catch-up").partitions  # the catch-up topic is made like the base workload
+        if connections == 1:
+            per_process: list[list[str]] = [[]]
+        else:
+            per_process = [["--partitions", ",".join(str(p) for p in range(i, partitions, connections))]
+                           for i in range(connections)]
         cpu0, wall0 = proc_cpu_seconds(self.t.pid), time.time()
-        elapsed, stats = wire_processes("consume", self.t.bootstrap, topic, [[]], self.logs)
+        elapsed, stats = wire_processes("consume", self.t.bootstrap, topic, per_process, self.logs)
         cpu = proc_cpu_seconds(self.t.pid) - cpu0
         wall1 = time.time()
         records = sum(s["records"] for s in stats)  # the generator checked it against ListOffsets
         nbytes = records * 1024
-        self.add("wire consumer catch-up from 0", "consume", mbs=nbytes / elapsed / MB, rps=records / elapsed,
+        name = "wire consumer catch-up from 0" + ("" if connections == 1 else f", {connections} connections")
+        self.add(name, "consume", mbs=nbytes / elapsed / MB, rps=records / elapsed,
                  seconds=elapsed, cpu_s_per_gb=cpu / (nbytes / 1e9),
                  gen_cpu_s_per_gb=sum(s["cpu_seconds"] for s in stats) / (nbytes / 1e9), bytes=nbytes,
                  **self._loop_stats(wall0, wall1))
@@ -787,6 +796,7 @@ class Session:
                  bytes=nbytes, **self._loop_stats(wall0, time.time()))
         if self.p.wire_matrix:
             self.wire_consume(topic)
+            self.wire_consume(topic, connections=2)
         return topic
 
     def recovery(self, topic: str) -> None:

@@ -38,7 +38,8 @@ def test_runner_quick_tiny(tmp_path: Path, kcat: str) -> None:
     text = report.read_text()
     assert "## Targets" in text and "1KiB base" in text
     # the wire load generator's rows run next to the kcat ones
-    assert {"wire 1KiB base", "wire acks=all", "wire consumer catch-up from 0"} <= workloads
+    assert {"wire 1KiB base", "wire acks=all", "wire consumer catch-up from 0",
+            "wire consumer catch-up from 0, 2 connections"} <= workloads
     wire = next(r for r in data["results"] if r["workload"] == "wire 1KiB base")["metrics"]
     assert wire["gen_cpu_s_per_gb"] > 0 and wire["bytes"] > 0
 
