@@ -11,12 +11,13 @@ from __future__ import annotations
 import argparse
 
 from ..wire.protocol import API_NAMES, supported_versions
-from .cli_common import add_bootstrap_argument, run_with_client
+from .cli_common import add_bootstrap_argument, add_command_config_argument, run_with_client
 from .client import KafkaClient
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     add_bootstrap_argument(parser)
+    add_command_config_argument(parser)
     parser.add_argument("--quiet", action="store_true", help="print nothing; only the exit code tells")
 
 

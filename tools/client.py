@@ -1,7 +1,9 @@
 """A small synchronous Kafka client on Odradek's own wire layer, for the command-line tools.
 
 It speaks to any Kafka broker (Odradek or Apache Kafka): one blocking socket per broker,
-ApiVersions negotiation on connect, then one request at a time. It knows just enough of the
+ApiVersions negotiation on connect, then one request at a time. Connections are PLAINTEXT,
+SSL, SASL_PLAINTEXT or SASL_SSL as Kafka's client properties say (:mod:`.client_security`):
+TLS is set up before ApiVersions, SASL right after it. It knows just enough of the
 cluster to route requests: the brokers and partition leaders from Metadata. Nothing here
 is used by the broker itself, so it favours plainness over speed.
 """
@@ -26,6 +28,7 @@ from ..wire.protocol import (
     supported_versions,
 )
 from ..wire.records import FileSlice, Record, iter_batches
+from .client_security import AuthenticationError, ClientConfigError, ClientSecurity
 
 API_VERSIONS = 18
 METADATA = 3
@@ -92,7 +95,8 @@ def parse_bootstrap(servers: str) -> list[tuple[str, int]]:
 class BrokerConnection:
     """One blocking connection to one broker, with the API versions both sides speak."""
 
-    def __init__(self, host: str, port: int, *, client_id: str = "odradek-tools", timeout: float = 30.0) -> None:
+    def __init__(self, host: str, port: int, *, client_id: str = "odradek-tools", timeout: float = 30.0,
+                 security: ClientSecurity | None = None) -> None:
         self.host, self.port = host, port
         self.client_id = client_id
         self.timeout = timeout
@@ -101,7 +105,24 @@ class BrokerConnection:
         self._splitter = FrameSplitter(_MAX_RESPONSE)
         self._correlation = itertools.count(1)
         self.api_ranges: dict[int, tuple[int, int]] = {}
-        self._negotiate()
+        try:
+            if security is not None and security.uses_ssl:
+                self.sock = security.wrap(self.sock, host)
+            self._negotiate()
+            if security is not None and security.uses_sasl:
+                security.authenticate(self._sasl_roundtrip, self.version_for)
+        except BaseException:
+            self.close()
+            raise
+
+    def _sasl_roundtrip(self, api_key: int, version: int, body: Any) -> Any:
+        try:
+            return self._roundtrip(api_key, version, body)
+        except ConnectionError as exc:
+            # Kafka's brokers close the connection after a refused handshake or token; say so
+            # instead of reporting an unreachable broker.
+            raise AuthenticationError(f"the broker closed the connection during SASL authentication ({exc})",
+                                      ErrorCode.SASL_AUTHENTICATION_FAILED) from None
 
     def _negotiate(self) -> None:
         # Ask with the newest ApiVersions we know; a broker that does not know it answers in v0
@@ -215,10 +236,12 @@ class FetchedRecord:
 class KafkaClient:
     """A cluster client: bootstrap, metadata, and requests routed to the right broker."""
 
-    def __init__(self, bootstrap_servers: str, *, client_id: str = "odradek-tools", timeout: float = 30.0) -> None:
+    def __init__(self, bootstrap_servers: str, *, client_id: str = "odradek-tools", timeout: float = 30.0,
+                 security: ClientSecurity | None = None) -> None:
         self.bootstrap = parse_bootstrap(bootstrap_servers)
         self.client_id = client_id
         self.timeout = timeout
+        self.security = security
         self.brokers: dict[int, tuple[str, int]] = {}
         self._connections: dict[Any, BrokerConnection] = {}
         self.cluster_id: str | None = None
@@ -255,7 +278,8 @@ class KafkaClient:
         return self._connect(node_id, address)
 
     def _connect(self, key: Any, address: tuple[str, int]) -> BrokerConnection:
-        conn = BrokerConnection(address[0], address[1], client_id=self.client_id, timeout=self.timeout)
+        conn = BrokerConnection(address[0], address[1], client_id=self.client_id, timeout=self.timeout,
+                                security=self.security)
         self._connections[key] = conn
         return conn
 
@@ -488,7 +512,10 @@ def _fetched(topic: str, partition: int, record: Record, ts_type: str) -> Fetche
 
 
 __all__ = [
+    "AuthenticationError",
     "BrokerConnection",
+    "ClientConfigError",
+    "ClientSecurity",
     "EARLIEST_TIMESTAMP",
     "FetchedRecord",
     "KafkaClient",

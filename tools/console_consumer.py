@@ -16,8 +16,16 @@ import sys
 import time
 from typing import TextIO
 
-from .cli_common import add_bootstrap_argument, parse_key_values, run_with_client, unescape
+from .cli_common import (
+    add_bootstrap_argument,
+    add_command_config_argument,
+    client_properties,
+    parse_key_values,
+    run_with_client,
+    unescape,
+)
 from .client import EARLIEST_TIMESTAMP, LATEST_TIMESTAMP, FetchedRecord, KafkaClient, TopicInfo
+from .client_security import ClientConfigError
 from .group_client import GroupMember, fetch_committed
 
 AUTO_COMMIT_INTERVAL_S = 5.0
@@ -44,7 +52,14 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         help="formatter properties: print.key, print.value, print.timestamp, print.partition, print.offset, "
         "print.headers (true/false); key.separator, line.separator, headers.separator, null.literal",
     )
-    parser.add_argument("--consumer-property", action="append", metavar="name=value", help="accepted; group.id is used")
+    parser.add_argument(
+        "--consumer-property",
+        action="append",
+        metavar="name=value",
+        help="consumer configs: group.id, client.id and the security keys of --consumer.config; these win over "
+        "the file",
+    )
+    add_command_config_argument(parser, "--consumer.config", "consumer")
 
 
 class MessageFormatter:
@@ -88,7 +103,11 @@ class MessageFormatter:
 
 
 def run(args: argparse.Namespace) -> int:
-    consumer_props = parse_key_values(args.consumer_property, "consumer property")
+    try:
+        consumer_props = client_properties(args, parse_key_values(args.consumer_property, "consumer property"))
+    except ClientConfigError as exc:
+        print(f"Error: {exc}", file=sys.stderr)
+        return 1
     if args.group is None and "group.id" in consumer_props:
         args.group = consumer_props["group.id"]
     if args.group and args.partition is not None:
@@ -97,7 +116,8 @@ def run(args: argparse.Namespace) -> int:
     if args.offset is not None and args.partition is None:
         print("Error: --offset needs --partition", file=sys.stderr)
         return 1
-    return run_with_client(args, lambda client: consume(client, args, sys.stdout), prog="console-consumer")
+    return run_with_client(args, lambda client: consume(client, args, sys.stdout), prog="console-consumer",
+                           properties=consumer_props)
 
 
 def _start_offset(client: KafkaClient, topic: TopicInfo, partitions: list[int], args: argparse.Namespace) -> dict[int, int]:

@@ -17,8 +17,16 @@ from typing import TextIO
 
 from ..wire.compression import CompressionType
 from ..wire.records import SimpleRecord, build_batch
-from .cli_common import add_bootstrap_argument, parse_key_values, run_with_client, unescape
+from .cli_common import (
+    add_bootstrap_argument,
+    add_command_config_argument,
+    client_properties,
+    parse_key_values,
+    run_with_client,
+    unescape,
+)
 from .client import KafkaClient, TopicInfo
+from .client_security import ClientConfigError
 from .partitioner import RoundRobin, partition_for_key
 
 ACKS = {"all": -1, "-1": -1, "1": 1, "0": 0}
@@ -35,8 +43,13 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         "ignore.error=true (skip lines without a separator)",
     )
     parser.add_argument(
-        "--producer-property", action="append", metavar="name=value", help="producer configs: acks=all|1|0"
+        "--producer-property",
+        action="append",
+        metavar="name=value",
+        help="producer configs: acks=all|1|0, client.id and the security keys of --producer.config; "
+        "these win over the file",
     )
+    add_command_config_argument(parser, "--producer.config", "producer")
     parser.add_argument("--request-required-acks", default=None, help="acks: all (-1), 1 or 0 (default all)")
     parser.add_argument(
         "--compression-codec",
@@ -92,12 +105,20 @@ def read_batches(stream: TextIO, batch_size: int) -> Iterator[list[str]]:
 
 
 def run(args: argparse.Namespace) -> int:
-    return run_with_client(args, lambda client: produce_lines(client, args, sys.stdin), prog="console-producer")
+    try:
+        args.producer_props = client_properties(args, parse_key_values(args.producer_property, "producer property"))
+    except ClientConfigError as exc:
+        print(f"Error: {exc}", file=sys.stderr)
+        return 1
+    return run_with_client(args, lambda client: produce_lines(client, args, sys.stdin), prog="console-producer",
+                           properties=args.producer_props)
 
 
 def produce_lines(client: KafkaClient, args: argparse.Namespace, stream: TextIO) -> int:
     reader = LineReader(parse_key_values(args.property, "property"))
-    producer_props = parse_key_values(args.producer_property, "producer property")
+    producer_props = getattr(args, "producer_props", None)
+    if producer_props is None:
+        producer_props = parse_key_values(args.producer_property, "producer property")
     acks_text = args.request_required_acks or producer_props.get("acks", "all")
     if acks_text not in ACKS:
         raise ValueError(f"acks must be all, -1, 1 or 0, not {acks_text!r}")

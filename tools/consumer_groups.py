@@ -12,7 +12,7 @@ import argparse
 import sys
 from collections.abc import Sequence
 
-from .cli_common import add_bootstrap_argument, run_with_client
+from .cli_common import add_bootstrap_argument, add_command_config_argument, run_with_client
 from .client import EARLIEST_TIMESTAMP, LATEST_TIMESTAMP, KafkaClient, KafkaError
 from .group_client import GroupDescription, commit_offsets, describe_group, fetch_committed, list_groups
 
@@ -21,6 +21,7 @@ TopicPartition = tuple[str, int]
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     add_bootstrap_argument(parser)
+    add_command_config_argument(parser)
     action = parser.add_mutually_exclusive_group(required=True)
     action.add_argument("--list", action="store_true", help="list all consumer groups")
     action.add_argument("--describe", action="store_true", help="describe a group: offsets and lag per partition")

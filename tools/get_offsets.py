@@ -9,7 +9,7 @@ from __future__ import annotations
 import argparse
 import re
 
-from .cli_common import add_bootstrap_argument, run_with_client
+from .cli_common import add_bootstrap_argument, add_command_config_argument, run_with_client
 from .client import KafkaClient
 
 # --time names Kafka's tool accepts besides a millisecond timestamp.
@@ -18,6 +18,7 @@ TIME_NAMES = {"latest": -1, "earliest": -2, "max-timestamp": -3, "earliest-local
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     add_bootstrap_argument(parser)
+    add_command_config_argument(parser)
     parser.add_argument("--topic", help="topic name or regular expression (default: all topics)")
     parser.add_argument("--partitions", help="comma-separated partition ids (default: all)")
     parser.add_argument(

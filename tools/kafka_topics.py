@@ -12,7 +12,7 @@ import sys
 
 from ..wire.errors import ErrorCode
 from ..wire.protocol import request_class
-from .cli_common import add_bootstrap_argument, parse_key_values, run_with_client
+from .cli_common import add_bootstrap_argument, add_command_config_argument, parse_key_values, run_with_client
 from .client import KafkaClient, KafkaError, TopicInfo, check
 
 CREATE_TOPICS = 19
@@ -28,6 +28,7 @@ OP_SET = 0
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     add_bootstrap_argument(parser)
+    add_command_config_argument(parser)
     action = parser.add_mutually_exclusive_group(required=True)
     action.add_argument("--create", action="store_true", help="create a new topic")
     action.add_argument("--list", action="store_true", help="list all topics")
