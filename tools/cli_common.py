@@ -92,7 +92,11 @@ def run_with_client(args: argparse.Namespace, body: Callable[[KafkaClient], int]
         print(f"Error: {exc}", file=sys.stderr)
         return 1
     except (ConnectionError, OSError) as exc:
-        print(f"Error: cannot reach {args.bootstrap_server}: {exc}", file=sys.stderr)
+        hint = ""
+        if security.protocol == "PLAINTEXT" and "closed the connection" in str(exc):
+            hint = (" (an SSL or SASL listener? give its client properties with --command-config, "
+                    "--producer.config or --consumer.config)")
+        print(f"Error: cannot reach {args.bootstrap_server}: {exc}{hint}", file=sys.stderr)
         return 1
     except ValueError as exc:
         print(f"Error: {exc}", file=sys.stderr)

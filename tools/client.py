@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import itertools
 import socket
+import ssl
 import time
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
@@ -108,7 +109,17 @@ class BrokerConnection:
         try:
             if security is not None and security.uses_ssl:
                 self.sock = security.wrap(self.sock, host)
-            self._negotiate()
+                try:
+                    self._negotiate()
+                except (ConnectionError, ssl.SSLError) as exc:
+                    # TLS 1.3: a broker that refuses the client's certificate (or its lack of one)
+                    # says so only after the handshake, by closing the connection.
+                    raise AuthenticationError(
+                        f"SSL handshake failed with {host}: the broker closed the connection after the TLS "
+                        f"handshake ({exc}); does the listener require a client certificate (ssl.keystore.*)?"
+                    ) from None
+            else:
+                self._negotiate()
             if security is not None and security.uses_sasl:
                 security.authenticate(self._sasl_roundtrip, self.version_for)
         except BaseException:

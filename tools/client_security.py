@@ -402,7 +402,10 @@ class ClientSecurity:
             return self.ssl_context.wrap_socket(sock, server_hostname=host)
         except ssl.SSLError as exc:
             sock.close()
-            reason = getattr(exc, "verify_message", None) or exc.reason or str(exc)
+            if isinstance(exc, ssl.SSLCertVerificationError):
+                reason = f"certificate verify failed: {exc.verify_message}"
+            else:
+                reason = str(exc.reason or exc).replace("_", " ").lower() if exc.reason else str(exc)
             raise AuthenticationError(f"SSL handshake failed with {host}: {reason}") from None
 
     def authenticate(self, roundtrip: Roundtrip, version_for: Callable[[int], int]) -> None:
