@@ -31,6 +31,7 @@ import time
 import weakref
 from collections.abc import Iterable
 from pathlib import Path
+from typing import Any
 
 import trio
 
@@ -105,6 +106,7 @@ class GcTimer:
 
     def __init__(self) -> None:
         self._started = 0.0
+        self._cpu_started = 0.0
         self.reset()
 
     def reset(self) -> None:
@@ -112,20 +114,26 @@ class GcTimer:
         self.max_s = 0.0
         self.max_generation = -1
         self.total_s = 0.0
+        self.max_cpu_s = 0.0
         self.slow: list[dict] = []
 
     def __call__(self, phase: str, info: dict) -> None:
         if phase == "start":
+            self._cpu_started = time.thread_time()
             self._started = time.perf_counter()
             return
         elapsed = time.perf_counter() - self._started
+        cpu = time.thread_time() - self._cpu_started  # wall minus what the OS gave to others
+        if cpu > self.max_cpu_s:
+            self.max_cpu_s = cpu
         self.count += 1
         self.total_s += elapsed
         if elapsed > self.max_s:
             self.max_s = elapsed
             self.max_generation = info.get("generation", -1)
         if elapsed * 1000 > SLOW_STEP_MS and len(self.slow) < MAX_SLOW_PER_REPORT:
-            self.slow.append({"ms": round(elapsed * 1000, 3), "generation": info.get("generation", -1),
+            self.slow.append({"ms": round(elapsed * 1000, 3), "cpu_ms": round(cpu * 1000, 3),
+                              "generation": info.get("generation", -1),
                               "collected": info.get("collected", 0)})
 
 
@@ -154,6 +162,7 @@ async def _reporter(timer: StepTimer, state: dict[str, float], path: Path, gc_ti
                 "lag_max_ms": round(state["lag_max"] * 1000, 3),
                 "gc_count": gc_timer.count,
                 "gc_max_ms": round(gc_timer.max_s * 1000, 3),
+                "gc_max_cpu_ms": round(gc_timer.max_cpu_s * 1000, 3),
                 "gc_max_generation": gc_timer.max_generation,
                 "gc_total_ms": round(gc_timer.total_s * 1000, 3),
                 "hist": {str(k): v for k, v in sorted(timer.hist.items())},
@@ -183,8 +192,10 @@ def start_from_env(nursery: trio.Nursery) -> bool:
     return True
 
 
-def summarize(lines: Iterable[dict]) -> dict[str, float | str | int]:
-    """Merge report lines: total steps, max step (ms) and its task, p99/p999 step (ms), max lag."""
+def summarize(lines: Iterable[dict], slow_limit: int | None = 50) -> dict[str, Any]:
+    """Merge report lines: total steps, max step (ms) and its task, p99/p999 step (ms), max lag,
+    GC pauses; ``slow``/``gc_slow``: the longest of the listed slow steps and collections (at most
+    `slow_limit` each, None: all), ``slow_count``: how many steps were listed as slow."""
     hist: dict[int, int] = {}
     steps = 0
     max_ms = 0.0
@@ -193,6 +204,7 @@ def summarize(lines: Iterable[dict]) -> dict[str, float | str | int]:
     max_cpu_ms = 0.0
     max_cpu_task = ""
     gc_max = 0.0
+    gc_max_cpu = 0.0
     gc_count = 0
     slow: list[dict] = []
     gc_slow: list[dict] = []
@@ -200,6 +212,7 @@ def summarize(lines: Iterable[dict]) -> dict[str, float | str | int]:
         slow.extend(line.get("slow", ()))
         gc_slow.extend(line.get("gc_slow", ()))
         gc_max = max(gc_max, line.get("gc_max_ms", 0.0))
+        gc_max_cpu = max(gc_max_cpu, line.get("gc_max_cpu_ms", 0.0))
         gc_count += line.get("gc_count", 0)
         steps += line["steps"]
         if line["max_ms"] > max_ms:
@@ -223,8 +236,10 @@ def summarize(lines: Iterable[dict]) -> dict[str, float | str | int]:
 
     return {"steps": steps, "max_ms": max_ms, "max_task": max_task, "p99_ms": pct(0.99),
             "p999_ms": pct(0.999), "lag_max_ms": lag, "max_cpu_ms": max_cpu_ms, "max_cpu_task": max_cpu_task,
-            "gc_max_ms": gc_max, "gc_count": gc_count,
-            "slow": sorted(slow, key=lambda e: -e["cpu_ms"]), "gc_slow": sorted(gc_slow, key=lambda e: -e["ms"])}
+            "gc_max_ms": gc_max, "gc_max_cpu_ms": gc_max_cpu, "gc_count": gc_count,
+            "slow_count": len(slow),
+            "slow": sorted(slow, key=lambda e: -e["cpu_ms"])[:slow_limit],
+            "gc_slow": sorted(gc_slow, key=lambda e: -e["ms"])[:slow_limit]}
 
 
 def read_window(path: Path, start: float, end: float) -> list[dict]:

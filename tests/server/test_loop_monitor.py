@@ -1,0 +1,47 @@
+"""The loop monitor lists each step over SLOW_STEP_MS of CPU with the request it was serving."""
+
+from __future__ import annotations
+
+import gc
+import time
+
+import trio
+
+from odradek import loop_monitor
+
+
+def test_slow_steps_are_listed_with_their_label(monkeypatch):
+    timer = loop_monitor.StepTimer()
+    monkeypatch.setattr(loop_monitor, "ENABLED", True)
+
+    async def busy() -> None:
+        loop_monitor.set_label("Produce v9")
+        started = time.thread_time()
+        while time.thread_time() - started < 2 * loop_monitor.SLOW_STEP_MS / 1000:
+            pass  # CPU, not sleep: the monitor measures the step's thread CPU time
+        await trio.lowlevel.checkpoint()
+        loop_monitor.set_label("receive")
+        await trio.lowlevel.checkpoint()  # a quick step: not listed
+
+    async def main() -> None:
+        trio.lowlevel.add_instrument(timer)
+        async with trio.open_nursery() as nursery:
+            nursery.start_soon(busy, name="conn")
+
+    trio.run(main)
+    slow = [s for s in timer.slow if s["task"] == "conn"]
+    assert [s["label"] for s in slow] == ["Produce v9"]
+    assert slow[0]["cpu_ms"] >= 2 * loop_monitor.SLOW_STEP_MS
+    summary = loop_monitor.summarize([{"steps": timer.steps, "max_ms": timer.max_s * 1000, "max_task": timer.max_task,
+                                       "hist": {str(k): v for k, v in timer.hist.items()}, "slow": timer.slow}])
+    assert summary["slow_count"] == len(timer.slow) and summary["slow"][0]["cpu_ms"] >= slow[0]["cpu_ms"]
+
+
+def test_gc_pauses_are_timed_in_wall_clock_and_cpu():
+    gc_timer = loop_monitor.GcTimer()
+    gc.callbacks.append(gc_timer)
+    try:
+        gc.collect()
+    finally:
+        gc.callbacks.remove(gc_timer)
+    assert gc_timer.count >= 1 and gc_timer.max_s > 0 and gc_timer.max_cpu_s >= 0
