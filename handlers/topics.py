@@ -53,8 +53,9 @@ async def _open_logs(broker, topic: Topic, first: int, end: int) -> None:
     """Create the logs of partitions [first, end) of `topic` in a worker thread, then register them.
 
     Directory, segment and index files, partition.metadata and the leader-epoch checkpoint (with
-    their fsyncs: ~3-5 ms per partition) are made off the event loop; the logs become visible to
-    requests all at once, in one step on the loop, when they are complete.
+    their fsyncs: ~3-5 ms per partition) are made off the event loop; the logs are registered with
+    the log manager afterwards, on the loop, and reach requests only when the caller then makes the
+    topic (or its new partition count) visible.
     """
     manager = broker.log_manager
     config = broker.topic_log_config(topic)
