@@ -52,9 +52,19 @@ ENABLED = False
 _labels: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
 
 
+#: The label of a connection waiting for its next request.
+IDLE_LABEL = "receive"
+# What the running step is reported as: the task's label when the step started, replaced by the
+# first request label set during the step (a step that handles a whole request and then goes
+# back to IDLE_LABEL counts as that request).
+_step_label = [""]
+
+
 def set_label(label: str) -> None:
     """Name what the current task is doing (shown with its slow steps). Call only if ENABLED."""
     _labels[trio.lowlevel.current_task()] = label
+    if label != IDLE_LABEL:
+        _step_label[0] = label
 
 
 class StepTimer(trio.abc.Instrument):
@@ -76,6 +86,7 @@ class StepTimer(trio.abc.Instrument):
         self.slow: list[dict] = []
 
     def before_task_step(self, task: trio.lowlevel.Task) -> None:
+        _step_label[0] = _labels.get(task, "")
         self._cpu_started = time.thread_time()
         self._started = time.perf_counter()
 
@@ -88,7 +99,7 @@ class StepTimer(trio.abc.Instrument):
             self.max_cpu_s = cpu
             self.max_cpu_task = task.name
         if cpu * 1000 > SLOW_STEP_MS and len(self.slow) < MAX_SLOW_PER_REPORT:
-            self.slow.append({"task": task.name, "label": _labels.get(task, ""),
+            self.slow.append({"task": task.name, "label": _step_label[0],
                               "ms": round(elapsed * 1000, 3), "cpu_ms": round(cpu * 1000, 3)})
         bucket = int(elapsed * (1000 / BUCKET_MS))
         if bucket > MAX_BUCKET:

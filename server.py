@@ -286,7 +286,7 @@ class Connection:
         if response is not None:
             await self._send(response)
         if loop_monitor.ENABLED:
-            loop_monitor.set_label("receive")
+            loop_monitor.set_label(loop_monitor.IDLE_LABEL)
 
     async def _dispatch(self, ctx: RequestContext, frame: memoryview, api_key: int) -> list | None:
         """Dispatch; a request that may wait long (a long-poll Fetch) is

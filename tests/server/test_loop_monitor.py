@@ -20,8 +20,15 @@ def test_slow_steps_are_listed_with_their_label(monkeypatch):
         while time.thread_time() - started < 2 * loop_monitor.SLOW_STEP_MS / 1000:
             pass  # CPU, not sleep: the monitor measures the step's thread CPU time
         await trio.lowlevel.checkpoint()
-        loop_monitor.set_label("receive")
+        loop_monitor.set_label(loop_monitor.IDLE_LABEL)
         await trio.lowlevel.checkpoint()  # a quick step: not listed
+        # a step that handles a whole request and goes back to idle counts as that request
+        loop_monitor.set_label("FindCoordinator v4")
+        started = time.thread_time()
+        while time.thread_time() - started < 2 * loop_monitor.SLOW_STEP_MS / 1000:
+            pass
+        loop_monitor.set_label(loop_monitor.IDLE_LABEL)
+        await trio.lowlevel.checkpoint()
 
     async def main() -> None:
         trio.lowlevel.add_instrument(timer)
@@ -30,7 +37,7 @@ def test_slow_steps_are_listed_with_their_label(monkeypatch):
 
     trio.run(main)
     slow = [s for s in timer.slow if s["task"] == "conn"]
-    assert [s["label"] for s in slow] == ["Produce v9"]
+    assert [s["label"] for s in slow] == ["Produce v9", "FindCoordinator v4"]
     assert slow[0]["cpu_ms"] >= 2 * loop_monitor.SLOW_STEP_MS
     summary = loop_monitor.summarize([{"steps": timer.steps, "max_ms": timer.max_s * 1000, "max_task": timer.max_task,
                                        "hist": {str(k): v for k, v in timer.hist.items()}, "slow": timer.slow}])
