@@ -176,17 +176,25 @@ class GroupCoordinator:
         """The ``__consumer_offsets`` partition that holds a group."""
         return rec.partition_for(group_id, self._offsets_partitions())
 
-    def ensure_offsets_topic(self) -> None:
-        """Create ``__consumer_offsets`` on first use, with the topic configs Kafka gives it."""
+    def offsets_topic_spec(self) -> tuple[str, int, dict[str, str]] | None:
+        """(name, partitions, configs) of ``__consumer_offsets`` as Kafka creates it, None if it exists."""
         broker = self.broker
         if broker is None or broker.metadata is None or broker.metadata.get(rec.OFFSETS_TOPIC) is not None:
-            return
+            return None
         configs = {
             "cleanup.policy": "compact",
             "segment.bytes": str(self.cfg("offsets.topic.segment.bytes")),
             "compression.type": "producer",
         }
-        broker.metadata.create_topic(rec.OFFSETS_TOPIC, self.cfg("offsets.topic.num.partitions"), configs)
+        return rec.OFFSETS_TOPIC, self.cfg("offsets.topic.num.partitions"), configs
+
+    def ensure_offsets_topic(self) -> None:
+        """Create ``__consumer_offsets`` on first use (synchronously; FindCoordinator normally made it
+        already, off the event loop). Nothing while that creation is still under way: the caller then
+        finds no partition and answers COORDINATOR_NOT_AVAILABLE, which clients retry."""
+        spec = self.offsets_topic_spec()
+        if spec is not None and spec[0] not in getattr(self.broker, "topics_being_created", ()):
+            self.broker.metadata.create_topic(*spec)
 
     def _append(self, group_id: str, batch: bytearray) -> None:
         """Append one coordinator batch to the group's offsets partition (raises GroupError)."""

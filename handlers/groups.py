@@ -33,6 +33,7 @@ from ..wire.primitives import Uuid
 from ..wire.protocol import response_class, supported_versions
 from .common import AUTHORIZED_OPERATIONS_OMITTED, advertised_endpoint
 from .registry import RequestContext, handles
+from .topics import ensure_internal_topic
 
 log = logging.getLogger(__name__)
 
@@ -142,7 +143,7 @@ async def handle_find_coordinator(ctx: RequestContext, header, request) -> objec
                 code = ErrorCode.COORDINATOR_NOT_AVAILABLE
             else:
                 try:
-                    coordinator.ensure_offsets_topic()
+                    await ensure_internal_topic(broker, coordinator.offsets_topic_spec())
                 except Exception:
                     log.exception("Creating the offsets topic failed")
                     code = ErrorCode.COORDINATOR_NOT_AVAILABLE
@@ -151,9 +152,9 @@ async def handle_find_coordinator(ctx: RequestContext, header, request) -> objec
             if txn is None:
                 code = ErrorCode.COORDINATOR_NOT_AVAILABLE
             else:
-                ensure = getattr(txn, "ensure_state_topic", None)
-                if ensure is not None:
-                    ensure()
+                spec = getattr(txn, "state_topic_spec", None)
+                if spec is not None:
+                    await ensure_internal_topic(broker, spec())
         else:
             code = ErrorCode.INVALID_REQUEST
         answers.append((key, code))
@@ -663,7 +664,7 @@ async def handle_consumer_group_heartbeat(ctx: RequestContext, header, request) 
         return ConsumerGroupHeartbeatResponse(
             throttle_time_ms=0, error_code=int(ErrorCode.COORDINATOR_NOT_AVAILABLE), member_epoch=0,
             heartbeat_interval_ms=0)
-    coordinator.ensure_offsets_topic()
+    await ensure_internal_topic(ctx.broker, coordinator.offsets_topic_spec())
     owned = None
     meta = ctx.broker.metadata
     if request.topic_partitions is not None:

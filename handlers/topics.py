@@ -103,15 +103,31 @@ async def create_topic(broker, name: str, partitions: int, configs: dict[str, st
     """
     meta = broker.metadata
     topic = Topic(name, random_uuid(), partitions, dict(configs))
-    meta._persist("create", topic)
-    await _open_logs(broker, topic, 0, partitions)
-    meta._add(topic)
+    creating = broker.__dict__.setdefault("topics_being_created", set())
+    creating.add(name)  # synchronous "create on first use" paths stay out meanwhile
+    try:
+        meta._persist("create", topic)
+        await _open_logs(broker, topic, 0, partitions)
+        meta._add(topic)
+    finally:
+        creating.discard(name)
     log.info("Created topic %s with %d partitions, id %s", name, partitions, topic.topic_id.to_base64())
     # The new logs (~40 tracked objects per partition) live as long as the topic: keep them out
     # of the collector's full collections, as server.run_broker does with the start-up heap (they
     # hold no reference cycles, so deleting the topic still frees them by reference counting).
     gc.freeze()
     return topic
+
+
+async def ensure_internal_topic(broker, spec: tuple[str, int, dict[str, str]] | None) -> None:
+    """Create an internal topic (``__consumer_offsets``, ``__transaction_state``) on first use with
+    its log files made off the event loop: 50 partitions' files cost 100-300 ms of loop time."""
+    if spec is None:
+        return
+    name, partitions, configs = spec
+    async with admin_lock(broker):
+        if broker.metadata.get(name) is None:
+            await create_topic(broker, name, partitions, configs)
 
 
 async def add_partitions(broker, topic: Topic, new_total: int) -> None:

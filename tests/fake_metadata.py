@@ -27,3 +27,10 @@ class FakeMetadata:
         for index in range(partitions):
             self.broker.open_log(name, index, configs)
         return topic
+
+
+async def create_internal_topic_in_place(broker: Any, spec: tuple[str, int, dict[str, str]] | None) -> None:
+    """Stand-in for handlers.topics.ensure_internal_topic on a fake broker: FakeMetadata creates a
+    topic in one call (a real broker makes the logs in a worker thread; tests/server checks that)."""
+    if spec is not None and broker.metadata.get(spec[0]) is None:
+        broker.metadata.create_topic(*spec)

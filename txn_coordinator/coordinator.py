@@ -99,11 +99,11 @@ class TransactionCoordinator:
         """The ``__transaction_state`` partition that holds a transactional id."""
         return rec.partition_for(transactional_id, self.num_partitions())
 
-    def ensure_state_topic(self) -> None:
-        """Create ``__transaction_state`` on first use with the topic configs Kafka gives it."""
+    def state_topic_spec(self) -> tuple[str, int, dict[str, str]] | None:
+        """(name, partitions, configs) of ``__transaction_state`` as Kafka creates it, None if it exists."""
         broker = self.broker
         if broker is None or broker.metadata is None or broker.metadata.get(rec.TRANSACTION_STATE_TOPIC) is not None:
-            return
+            return None
         configs = {
             "cleanup.policy": "compact",
             "compression.type": "uncompressed",
@@ -111,8 +111,14 @@ class TransactionCoordinator:
             "segment.bytes": str(self.cfg("transaction.state.log.segment.bytes")),
             "unclean.leader.election.enable": "false",
         }
-        broker.metadata.create_topic(rec.TRANSACTION_STATE_TOPIC, self.cfg("transaction.state.log.num.partitions"),
-                                     configs)
+        return rec.TRANSACTION_STATE_TOPIC, self.cfg("transaction.state.log.num.partitions"), configs
+
+    def ensure_state_topic(self) -> None:
+        """Create ``__transaction_state`` on first use (synchronously; FindCoordinator normally made it
+        already, off the event loop); nothing while that creation is still under way."""
+        spec = self.state_topic_spec()
+        if spec is not None and spec[0] not in getattr(self.broker, "topics_being_created", ()):
+            self.broker.metadata.create_topic(*spec)
 
     @property
     def coordinator_epoch(self) -> int:

@@ -233,3 +233,24 @@ def test_index_pages_are_written_before_the_map_stores_into_them(tmp_path, index
         assert index.entry(count) == (count + 1, count * 100)
     index.close()
     assert len((tmp_path / f"0.{index_class.__name__}").read_bytes()) == (count + (index_class is OffsetIndex)) * entry
+
+
+@pytest.mark.parametrize(("key_type", "topic", "partitions_key"), [
+    (0, "__consumer_offsets", "offsets.topic.num.partitions"),
+    (1, "__transaction_state", "transaction.state.log.num.partitions"),
+])
+def test_find_coordinator_makes_the_internal_topic_logs_in_a_worker_thread(broker_conn, monkeypatch, key_type,
+                                                                           topic, partitions_key):
+    running, conn = broker_conn
+    find = request_class(10)
+    with recording_threads(monkeypatch, PartitionLog, "open") as opened:
+        response = conn.send(10, find(key="first-use", key_type=key_type), version=3)
+    assert response.error_code == 0 and response.node_id == running.broker.node_id
+    partitions = int(running.broker.config.get(partitions_key))
+    assert len(opened) == partitions and loop_thread_id() not in opened
+    assert running.broker.metadata.get(topic).partitions == partitions
+    assert all(running.broker.partition_log(topic, i) is not None for i in range(partitions))
+    # a second FindCoordinator finds it made: nothing new is opened
+    with recording_threads(monkeypatch, PartitionLog, "open") as again:
+        assert conn.send(10, find(key="second", key_type=key_type), version=3).error_code == 0
+    assert again == []

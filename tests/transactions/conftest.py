@@ -26,3 +26,15 @@ def coordinator(broker: FakeBroker) -> TransactionCoordinator:
     c._load_all()
     c.active = True
     return c
+
+
+import pytest  # noqa: E402
+
+
+@pytest.fixture(autouse=True)
+def _fake_brokers_create_internal_topics_in_place(monkeypatch):
+    from fake_metadata import create_internal_topic_in_place
+
+    from odradek.handlers import groups
+
+    monkeypatch.setattr(groups, "ensure_internal_topic", create_internal_topic_in_place)
