@@ -130,6 +130,8 @@ BROKER_CONFIGS: dict[str, ConfigKey] = _keys(
     _k("compression.type", _str, "producer", "Final compression of topic data; producer keeps the producer's."),
     _k("socket.request.max.bytes", _long, 104857600, "Largest request frame the broker reads."),
     _k("connections.max.idle.ms", _long, 600000, "Idle connections are closed after this long."),
+    _k("connection.failed.authentication.delay.ms", _long, 100,
+       "A connection whose authentication failed is closed this long after the error answer."),
     _k("max.connections.per.ip", _long, INT_MAX, "Maximum connections from one address."),
     _k("queued.max.requests", _long, 500,
        "Requests being handled at once across the broker (each connection has at most one; docs/reliability.md)."),

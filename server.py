@@ -237,7 +237,30 @@ class Connection:
                          "handshake", self.peer, header.api_name)
                 return False
         await self._process(frame)
-        return not self.session.close_after_response
+        if self.session.close_after_response:
+            await self._close_after_failed_authentication()
+            return False
+        return True
+
+    async def _close_after_failed_authentication(self) -> None:
+        """Let the client read the error before the connection goes, as Kafka does.
+
+        Closing at once, with bytes of the client's still unread here, makes the kernel send a
+        reset, and a reset makes the client's kernel drop the error answer it had not read yet
+        (kafka-python then reports "socket disconnected" instead of the SASL error). So: end our
+        side (FIN after the answer), discard what still comes, and close when the client has closed
+        or after ``connection.failed.authentication.delay.ms`` (Kafka's delayed close)."""
+        delay_s = int(self.broker.config.get("connection.failed.authentication.delay.ms")) / 1000
+        with trio.move_on_after(delay_s):
+            try:
+                await self.stream.send_eof()
+            except (AttributeError, trio.BrokenResourceError, trio.ClosedResourceError, OSError):
+                pass
+            try:
+                while await self.stream.receive_some(65536):
+                    pass
+            except (trio.BrokenResourceError, trio.ClosedResourceError, OSError):
+                pass
 
     async def _receive(self, stream: trio.abc.Stream) -> int:
         """Receive bytes into the frame splitter; 0 at end of stream.

@@ -321,6 +321,31 @@ def test_sasl_state_machine_raw(odradek_broker_factory) -> None:
         assert resp.error_code == ErrorCode.SASL_AUTHENTICATION_FAILED
         assert resp.error_message == "Authentication failed: Invalid username or password"
         assert _closed(sock)
+    # 3b. the same with more bytes behind the failing SaslAuthenticate than the broker has read
+    # when it answers (a client's queued requests): the error still arrives, then an orderly close
+    # (FIN). Closing with unread bytes would send a reset, and the client's kernel would drop the
+    # unread error answer (kafka-python then saw "socket disconnected", not the SASL error).
+    with connect() as sock:
+        assert _call(sock, 17, 1, Handshake(mechanism="PLAIN")).error_code == 0
+        sock.sendall(join_pieces(encode_request(2, 2, Authenticate(auth_bytes=b"\x00alice\x00nope"),
+                                                client_id="raw", api_key=36)))
+        sock.setblocking(False)
+        queued = struct.pack(">i", 4 << 20) + bytes(4 << 20)
+        sent = 0
+        deadline = time.monotonic() + 2
+        while sent < len(queued) and time.monotonic() < deadline:
+            try:
+                sent += sock.send(queued[sent:])
+            except BlockingIOError:
+                time.sleep(0.01)
+            except (ConnectionResetError, BrokenPipeError):
+                break
+        sock.setblocking(True)
+        sock.settimeout(5)
+        time.sleep(0.5)  # the broker has answered and ended the connection by now
+        resp = decode_response(_frame(sock), 36, 2)[1]
+        assert resp.error_code == ErrorCode.SASL_AUTHENTICATION_FAILED
+        assert sock.recv(1) == b""  # FIN; a reset would raise ConnectionResetError here
     # 4. PLAIN right: then any API works; a second SaslAuthenticate is ILLEGAL_SASL_STATE
     with connect() as sock:
         assert _call(sock, 17, 1, Handshake(mechanism="PLAIN")).error_code == 0
