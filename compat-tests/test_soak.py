@@ -46,10 +46,18 @@ ARTIFACTS = (
 
 
 def rss_kib(pid: int) -> int:
+    return memory_kib(pid)["VmRSS"]
+
+
+def memory_kib(pid: int) -> dict[str, int]:
+    """VmRSS and its parts: RssAnon (the Python heap) and RssFile (mapped files: the indexes)."""
+    out = {}
     for line in Path(f"/proc/{pid}/status").read_text().splitlines():
-        if line.startswith("VmRSS:"):
-            return int(line.split()[1])
-    raise AssertionError("no VmRSS")
+        key, _, value = line.partition(":")
+        if key in ("VmRSS", "RssAnon", "RssFile", "RssShmem"):
+            out[key] = int(value.split()[0])
+    assert "VmRSS" in out, "no VmRSS"
+    return out
 
 
 def socket_fds(pid: int) -> tuple[int, int]:
@@ -164,9 +172,12 @@ def test_soak(odradek_broker_factory) -> None:
         time.sleep(0.05)
     started = time.monotonic()
     curve: list[tuple[float, int]] = []
+    parts: list[tuple[float, int, int]] = []  # (seconds, RssAnon, RssFile)
     peak_sockets = 0
     while (elapsed := time.monotonic() - started) < SECONDS:
-        curve.append((round(elapsed, 1), rss_kib(pid)))
+        mem = memory_kib(pid)
+        curve.append((round(elapsed, 1), mem["VmRSS"]))
+        parts.append((round(elapsed, 1), mem.get("RssAnon", 0), mem.get("RssFile", 0)))
         peak_sockets = max(peak_sockets, socket_fds(pid)[1])
         assert broker.running, broker.log_tail()
         time.sleep(2)
@@ -185,7 +196,7 @@ def test_soak(odradek_broker_factory) -> None:
         **counts, "errors": len(errors), "rss_kib_after_warmup": warm[0], "rss_kib_end": warm[-1],
         "rss_kib_max": max(r for _, r in curve), "rss_growth_after_warmup": round(growth, 4),
         "fds_before": fds_before, "fds_after": fds_after, "sockets_before": sockets_before,
-        "sockets_after": sockets_after, "rss_curve": curve, "long_mode": LONG,
+        "sockets_after": sockets_after, "rss_curve": curve, "rss_anon_file_curve": parts, "long_mode": LONG,
     }
     ARTIFACTS.mkdir(parents=True, exist_ok=True)
     (ARTIFACTS / f"soak{'_long' if LONG else ''}.json").write_text(json.dumps(stats, indent=1))
