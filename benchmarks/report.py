@@ -91,7 +91,11 @@ def targets(data: dict) -> list[tuple[str, str, str, str]]:
     rows.append(("idle RSS", f"{_fmt(rss)} MB", "< 60 MB", "yes" if rss is not None and rss < 60 else "no"))
     loop = agg.get(SUBJECT, {}).get("mixed produce+consume", {}).get("loop")
     if loop:
-        rows.append(("longest event-loop stall, mixed workload", f"{loop['max_ms']:.1f} ms (p99 step {loop['p99_ms']:.1f} ms)",
+        # met only on wall-clock time: CPU time alone would hide a step blocked on the disk
+        cpu = loop.get("max_cpu_ms")
+        cpu_txt = f", {cpu:.1f} ms of it CPU" if isinstance(cpu, (int, float)) else ""
+        rows.append(("longest event-loop stall, mixed workload",
+                     f"{loop['max_ms']:.1f} ms wall{cpu_txt} (p99 step {loop['p99_ms']:.1f} ms)",
                      "< 5 ms", "yes" if loop["max_ms"] < 5 else "no"))
     return rows
 
