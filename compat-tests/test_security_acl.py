@@ -25,20 +25,6 @@ from kafka.errors import (
 )
 from kafka_oracle import free_port, port_accepts
 
-from odradek.security.acl import (
-    OP_ALL,
-    OP_DESCRIBE,
-    OP_READ,
-    OP_WRITE,
-    PERM_ALLOW,
-    PERM_DENY,
-    PT_LITERAL,
-    PT_PREFIXED,
-    RT_TOPIC,
-    AclBinding,
-    Authorizer,
-)
-
 JAAS = ('org.apache.kafka.common.security.plain.PlainLoginModule required username="admin" password="admin-pw" '
         'user_admin="admin-pw" user_alice="alice-pw" user_bob="bob-pw";')
 
@@ -132,38 +118,3 @@ def test_acls_end_to_end(odradek_broker_factory) -> None:
     admin.close()
     assert {(a.operation, a.resource_pattern.resource_name) for a in described} == {
         (ACLOperation.READ, "orders"), (ACLOperation.READ, "g1")}
-
-
-class _FakeConfig:
-    def __init__(self, values: dict[str, object]) -> None:
-        self.values = values
-
-    def get(self, key: str) -> object:
-        return self.values.get(key)
-
-
-class _FakeBroker:
-    def __init__(self, **values: object) -> None:
-        self.config = _FakeConfig(values)
-        self.metadata_store = None
-
-
-def test_authorizer_rules() -> None:
-    """Kafka's decision rules: super users, DENY wins, ALL, implied DESCRIBE, wildcards, no-ACL default."""
-    auth = Authorizer(_FakeBroker(**{"super.users": "User:root", "allow.everyone.if.no.acl.found": False}))
-    auth.create([
-        AclBinding(RT_TOPIC, "logs-", PT_PREFIXED, "User:*", "*", OP_READ, PERM_ALLOW),
-        AclBinding(RT_TOPIC, "logs-secret", PT_LITERAL, "User:eve", "*", OP_ALL, PERM_DENY),
-        AclBinding(RT_TOPIC, "*", PT_LITERAL, "User:ops", "10.0.0.1", OP_ALL, PERM_ALLOW),
-        AclBinding(RT_TOPIC, "metrics", PT_LITERAL, "User:ann", "*", OP_WRITE, PERM_ALLOW),
-    ])
-    assert auth.authorize("User:root", "1.2.3.4", OP_WRITE, RT_TOPIC, "anything")
-    assert auth.authorize("User:eve", "h", OP_READ, RT_TOPIC, "logs-app")
-    assert not auth.authorize("User:eve", "h", OP_READ, RT_TOPIC, "logs-secret")  # DENY wins
-    assert auth.authorize("User:ann", "h", OP_DESCRIBE, RT_TOPIC, "metrics")  # WRITE implies DESCRIBE
-    assert not auth.authorize("User:ann", "h", OP_READ, RT_TOPIC, "metrics")
-    assert auth.authorize("User:ops", "10.0.0.1", OP_WRITE, RT_TOPIC, "metrics")
-    assert not auth.authorize("User:ops", "10.0.0.2", OP_WRITE, RT_TOPIC, "metrics")  # host must match
-    assert not auth.authorize("User:ann", "h", OP_READ, RT_TOPIC, "no-acl-topic") or True
-    open_auth = Authorizer(_FakeBroker(**{"allow.everyone.if.no.acl.found": True}))
-    assert open_auth.authorize("User:x", "h", OP_READ, RT_TOPIC, "free")

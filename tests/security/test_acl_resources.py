@@ -409,3 +409,27 @@ def test_authorize_by_resource_type() -> None:
     assert not auth.authorize_by_resource_type("User:a", "h", OP_WRITE, RT_TOPIC)  # wildcard deny wins
     open_auth = Authorizer(_Bare(**{"allow.everyone.if.no.acl.found": True}))
     assert open_auth.authorize_by_resource_type("User:a", "h", OP_WRITE, RT_TOPIC)
+
+
+def test_authorizer_rules() -> None:
+    """Kafka's decision rules: super users, DENY wins, ALL, implied DESCRIBE, wildcards, no-ACL default."""
+    auth = Authorizer(_Bare(**{"super.users": "User:root", "allow.everyone.if.no.acl.found": False}))
+    auth.create([
+        AclBinding(RT_TOPIC, "logs-", PT_PREFIXED, "User:*", "*", OP_READ, PERM_ALLOW),
+        AclBinding(RT_TOPIC, "logs-secret", PT_LITERAL, "User:eve", "*", OP_ALL, PERM_DENY),
+        AclBinding(RT_TOPIC, "*", PT_LITERAL, "User:ops", "10.0.0.1", OP_ALL, PERM_ALLOW),
+        AclBinding(RT_TOPIC, "metrics", PT_LITERAL, "User:ann", "*", OP_WRITE, PERM_ALLOW),
+    ])
+    assert auth.authorize("User:root", "1.2.3.4", OP_WRITE, RT_TOPIC, "anything")
+    assert auth.authorize("User:eve", "h", OP_READ, RT_TOPIC, "logs-app")
+    assert not auth.authorize("User:eve", "h", OP_READ, RT_TOPIC, "logs-secret")  # DENY wins
+    assert auth.authorize("User:ann", "h", OP_DESCRIBE, RT_TOPIC, "metrics")  # WRITE implies DESCRIBE
+    assert not auth.authorize("User:ann", "h", OP_READ, RT_TOPIC, "metrics")
+    assert auth.authorize("User:ops", "10.0.0.1", OP_WRITE, RT_TOPIC, "metrics")
+    assert not auth.authorize("User:ops", "10.0.0.2", OP_WRITE, RT_TOPIC, "metrics")  # host must match
+    # the "*" binding covers every topic, so "no ACL found" does not apply: refused
+    assert not auth.authorize("User:ann", "h", OP_READ, RT_TOPIC, "no-acl-topic")
+    assert not Authorizer(_Bare(**{"allow.everyone.if.no.acl.found": False})).authorize(
+        "User:x", "h", OP_READ, RT_TOPIC, "free")
+    open_auth = Authorizer(_Bare(**{"allow.everyone.if.no.acl.found": True}))
+    assert open_auth.authorize("User:x", "h", OP_READ, RT_TOPIC, "free")
