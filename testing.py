@@ -182,7 +182,7 @@ def _run_subprocess(host: str, settings: dict[str, str]) -> Iterator[RunningBrok
         cmd += ["--override", f"{key}={value}"]
     proc = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
     try:
-        address = _wait_listening(proc)
+        address = wait_listening(proc)
         yield RunningBroker(address[0], address[1], Path(), dict(settings), False, process=proc)
     finally:
         if proc.poll() is None:
@@ -194,8 +194,9 @@ def _run_subprocess(host: str, settings: dict[str, str]) -> Iterator[RunningBrok
                 proc.wait()
 
 
-def _wait_listening(proc: subprocess.Popen) -> tuple[str, int]:
-    """Read the broker's log until it says where it listens (it binds port 0)."""
+def wait_listening(proc: subprocess.Popen) -> tuple[str, int]:
+    """(host, port) of an ``odradek serve`` subprocess started with ``stderr=PIPE, text=True``:
+    reads its log until it says where it listens (it may bind port 0), then keeps the pipe drained."""
     assert proc.stderr is not None
     deadline = time.monotonic() + START_TIMEOUT_S
     lines = []

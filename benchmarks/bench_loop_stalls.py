@@ -27,7 +27,6 @@ import collections
 import json
 import os
 import random
-import re
 import shutil
 import signal
 import subprocess
@@ -38,9 +37,9 @@ import time
 from pathlib import Path
 
 from odradek import loop_monitor
+from odradek.testing import wait_listening
 
 KCAT = shutil.which("kcat") or shutil.which("kafkacat") or "kcat"
-_LISTENING = re.compile(r"Listening on (\S+):(\d+) ")
 
 
 def start_broker(workdir: Path, loop_file: Path, segment_bytes: int,
@@ -54,20 +53,8 @@ def start_broker(workdir: Path, loop_file: Path, segment_bytes: int,
     if src is not None:  # a directory named odradek, e.g. `git archive` of an older commit
         env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(src.resolve().parent), env.get("PYTHONPATH")]))
     proc = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True, env=env)
-    assert proc.stderr is not None
-    deadline = time.monotonic() + 60
-    lines: list[str] = []
-    while time.monotonic() < deadline:
-        line = proc.stderr.readline()
-        if not line:
-            raise RuntimeError("odradek serve exited during start-up:\n" + "".join(lines[-20:]))
-        lines.append(line)
-        match = _LISTENING.search(line)
-        if match:
-            threading.Thread(target=proc.stderr.read, daemon=True).start()  # keep the pipe drained
-            return proc, f"{match.group(1)}:{match.group(2)}"
-    proc.kill()
-    raise RuntimeError("odradek serve did not start listening in time")
+    host, port = wait_listening(proc)
+    return proc, f"{host}:{port}"
 
 
 def payload_file(path: Path, size: int, count: int) -> Path:
