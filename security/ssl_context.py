@@ -65,7 +65,7 @@ def normalize_pem(text: str) -> bytes:
     return ("\n".join(blocks) + "\n").encode()
 
 
-def _load_cert_chain(ctx: ssl.SSLContext, chain_pem: bytes, key_pem: bytes, password: str | None) -> None:
+def load_cert_chain_pem(ctx: ssl.SSLContext, chain_pem: bytes, key_pem: bytes, password: str | None) -> None:
     """``load_cert_chain`` takes file names only: write a private temp file, load it, delete it."""
     fd, path = tempfile.mkstemp(prefix="odradek-keystore-", suffix=".pem")
     try:
@@ -101,7 +101,7 @@ def server_context(config: Any, listener_name: str) -> ssl.SSLContext:
     inline_chain, inline_key = get("ssl.keystore.certificate.chain"), get("ssl.keystore.key")
     if store_type == "PEM":
         if inline_chain and inline_key:
-            _load_cert_chain(ctx, normalize_pem(inline_chain), normalize_pem(inline_key), key_password)
+            load_cert_chain_pem(ctx, normalize_pem(inline_chain), normalize_pem(inline_key), key_password)
         elif location:
             try:
                 ctx.load_cert_chain(location, password=key_password or None)
@@ -116,7 +116,7 @@ def server_context(config: Any, listener_name: str) -> ssl.SSLContext:
         key_pem, cert_pem, extra = _pkcs12_to_pem(Path(location).read_bytes(), get("ssl.keystore.password"))
         if cert_pem is None or not key_pem:
             raise SslConfigError(f"PKCS12 key store {location} holds no private key with a certificate")
-        _load_cert_chain(ctx, cert_pem + b"".join(extra), key_pem, None)
+        load_cert_chain_pem(ctx, cert_pem + b"".join(extra), key_pem, None)
     else:
         raise SslConfigError(
             f"Listener {listener_name}: ssl.keystore.type={store_type} is not supported; use PEM or PKCS12 "

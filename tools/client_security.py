@@ -28,7 +28,6 @@ import hmac
 import os
 import re
 import ssl
-import tempfile
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
@@ -36,7 +35,7 @@ from typing import Any
 
 from ..security.scram import MECHANISMS as SCRAM_MECHANISMS
 from ..security.scram import MIN_ITERATIONS, salted_password
-from ..security.ssl_context import normalize_pem
+from ..security.ssl_context import load_cert_chain_pem, normalize_pem
 from ..wire.errors import ErrorCode
 from ..wire.protocol import request_class
 
@@ -531,7 +530,7 @@ def _load_key_store(ctx: ssl.SSLContext, props: Mapping[str, str]) -> None:
     key_password = props.get("ssl.key.password") or None
     try:
         if chain and key:
-            _load_chain_and_key(ctx, normalize_pem(chain), normalize_pem(key), key_password)
+            load_cert_chain_pem(ctx, normalize_pem(chain), normalize_pem(key), key_password)
         elif chain or key:
             raise ClientConfigError("ssl.keystore.certificate.chain and ssl.keystore.key go together")
         elif not location:
@@ -542,7 +541,7 @@ def _load_key_store(ctx: ssl.SSLContext, props: Mapping[str, str]) -> None:
             key_pem, certs = _pkcs12(location, props.get("ssl.keystore.password"), "key store")
             if not key_pem or not certs:
                 raise ClientConfigError(f"PKCS12 key store {location} holds no private key with a certificate")
-            _load_chain_and_key(ctx, b"".join(certs), key_pem, None)
+            load_cert_chain_pem(ctx, b"".join(certs), key_pem, None)
         else:
             raise ClientConfigError(f"ssl.keystore.type={store_type} is not supported by Odradek's tools; use PEM "
                                     "or PKCS12")
@@ -550,18 +549,6 @@ def _load_key_store(ctx: ssl.SSLContext, props: Mapping[str, str]) -> None:
         if isinstance(exc, ClientConfigError):
             raise
         raise ClientConfigError(f"Failed to load key store {location or '(inline)'}: {exc}") from None
-
-
-def _load_chain_and_key(ctx: ssl.SSLContext, chain_pem: bytes, key_pem: bytes, password: str | None) -> None:
-    # load_cert_chain reads files only: a private temporary file, removed at once
-    fd, path = tempfile.mkstemp(prefix="odradek-client-keystore-", suffix=".pem")
-    try:
-        os.fchmod(fd, 0o600)
-        os.write(fd, chain_pem.rstrip(b"\n") + b"\n" + key_pem)
-        os.close(fd)
-        ctx.load_cert_chain(path, password=password)
-    finally:
-        os.unlink(path)
 
 
 __all__ = [
