@@ -529,7 +529,8 @@ def wire_processes(mode: str, bootstrap: str, topic: str, per_process: list[list
 # load average ~20). The consumer keeps librdkafka's fetch defaults (fetch.min.bytes=1,
 # fetch.wait.max.ms=500): a broker answers a waiting Fetch as soon as a record arrives, so the
 # wait only shows up in the figures if the broker fails to do that.
-LATENCY_PRODUCER_CONFIG = {"linger.ms": 5, "acks": 1, "socket.nagle.disable": True}
+LATENCY_PRODUCER_CONFIG = {"linger.ms": int(os.environ.get("ODRADEK_BENCH_LINGER_MS", "5")), "acks": 1,
+                           "socket.nagle.disable": True}
 LATENCY_CONSUMER_CONFIG = {"fetch.min.bytes": 1, "fetch.wait.max.ms": 500, "socket.nagle.disable": True,
                            "enable.auto.commit": False}
 
