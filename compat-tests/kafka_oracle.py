@@ -368,6 +368,13 @@ def _recv_exact(sock: socket.socket, n: int) -> bytes:
     return bytes(buf)
 
 
+def recv_frame(sock: socket.socket) -> bytes:
+    """One size-prefixed Kafka frame (without the size) from a blocking socket; ConnectionError
+    if the peer closes first. For tests that speak the protocol over raw sockets."""
+    (size,) = struct.unpack(">i", _recv_exact(sock, 4))
+    return _recv_exact(sock, size)
+
+
 def metadata_broker_count(host: str, port: int, timeout: float = 2.0) -> int:
     """Send one Metadata v12 request and return how many brokers the response lists.
 
@@ -385,8 +392,7 @@ def metadata_broker_count(host: str, port: int, timeout: float = 2.0) -> int:
     with socket.create_connection((host, port), timeout=timeout) as sock:
         sock.settimeout(timeout)
         sock.sendall(struct.pack(">i", len(payload)) + payload)
-        (size,) = struct.unpack(">i", _recv_exact(sock, 4))
-        resp = _recv_exact(sock, size)
+        resp = recv_frame(sock)
     # Response header v1: correlation_id + tagged fields (one varint 0); body: throttle_time_ms,
     # then the brokers compact array whose unsigned varint length is N + 1.
     pos = 4

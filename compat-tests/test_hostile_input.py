@@ -28,6 +28,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from kafka import KafkaProducer
+from kafka_oracle import recv_frame
 
 from odradek.wire.errors import ErrorCode
 from odradek.wire.protocol import (
@@ -78,20 +79,7 @@ def api_versions_ok(broker, timeout: float = 5.0) -> bool:
 
 def read_frame(sock: socket.socket, timeout: float = 5.0) -> bytes:
     sock.settimeout(timeout)
-    data = b""
-    while len(data) < 4:
-        chunk = sock.recv(4 - len(data))
-        if not chunk:
-            raise ConnectionError("closed")
-        data += chunk
-    (size,) = struct.unpack(">i", data)
-    body = b""
-    while len(body) < size:
-        chunk = sock.recv(size - len(body))
-        if not chunk:
-            raise ConnectionError("closed")
-        body += chunk
-    return body
+    return recv_frame(sock)
 
 
 def valid_request(api_key: int, version: int, seed: int) -> bytes:

@@ -19,6 +19,7 @@ from pathlib import Path
 
 from kafka import KafkaConsumer, KafkaProducer, TopicPartition
 from kafka.errors import KafkaTimeoutError
+from kafka_oracle import recv_frame
 
 from odradek.wire.errors import ErrorCode
 from odradek.wire.protocol import decode_response, encode_request, join_pieces, request_class
@@ -140,18 +141,7 @@ def _closed_by_peer(sock: socket.socket) -> bool:
 
 def _read_frame(sock: socket.socket) -> bytes:
     sock.settimeout(5)
-    header = b""
-    while len(header) < 4:
-        chunk = sock.recv(4 - len(header))
-        assert chunk, "connection closed"
-        header += chunk
-    (size,) = struct.unpack(">i", header)
-    body = b""
-    while len(body) < size:
-        chunk = sock.recv(size - len(body))
-        assert chunk, "connection closed"
-        body += chunk
-    return body
+    return recv_frame(sock)
 
 
 def test_hostile_input_gets_kafkas_answers(odradek_broker_factory) -> None:

@@ -30,7 +30,7 @@ from cryptography.hazmat.primitives.asymmetric import ec
 from cryptography.hazmat.primitives.serialization import pkcs12
 from cryptography.x509.oid import NameOID
 from kafka import KafkaConsumer, KafkaProducer, TopicPartition
-from kafka_oracle import free_port, port_accepts
+from kafka_oracle import free_port, port_accepts, recv_frame
 
 from odradek.security.scram import ScramServer, make_credential
 from odradek.wire.errors import ErrorCode
@@ -268,22 +268,9 @@ def test_sasl_ssl_scram_with_stock_clients(odradek_broker_factory, pki: Pki) -> 
 
 # -- raw protocol ---------------------------------------------------------------------------------
 
-def _frame(sock: socket.socket) -> bytes:
-    def exact(n: int) -> bytes:
-        buf = b""
-        while len(buf) < n:
-            chunk = sock.recv(n - len(buf))
-            if not chunk:
-                raise ConnectionError("closed")
-            buf += chunk
-        return buf
-
-    return exact(struct.unpack(">i", exact(4))[0])
-
-
 def _call(sock: socket.socket, api_key: int, version: int, body, corr: int = 1):
     sock.sendall(join_pieces(encode_request(version, corr, body, client_id="raw", api_key=api_key)))
-    return decode_response(_frame(sock), api_key, version)[1]
+    return decode_response(recv_frame(sock), api_key, version)[1]
 
 
 def _closed(sock: socket.socket) -> bool:
@@ -343,7 +330,7 @@ def test_sasl_state_machine_raw(odradek_broker_factory) -> None:
         sock.setblocking(True)
         sock.settimeout(5)
         time.sleep(0.5)  # the broker has answered and ended the connection by now
-        resp = decode_response(_frame(sock), 36, 2)[1]
+        resp = decode_response(recv_frame(sock), 36, 2)[1]
         assert resp.error_code == ErrorCode.SASL_AUTHENTICATION_FAILED
         assert sock.recv(1) == b""  # FIN; a reset would raise ConnectionResetError here
     # 4. PLAIN right: then any API works; a second SaslAuthenticate is ILLEGAL_SASL_STATE
@@ -358,9 +345,9 @@ def test_sasl_state_machine_raw(odradek_broker_factory) -> None:
         assert _call(sock, 17, 0, Handshake(mechanism="SCRAM-SHA-256")).error_code == 0
         client = _ScramClient("SCRAM-SHA-256", "alice", "alice-secret")
         sock.sendall(struct.pack(">i", len(first := client.first())) + first)
-        final = client.final(_frame(sock))
+        final = client.final(recv_frame(sock))
         sock.sendall(struct.pack(">i", len(final)) + final)
-        client.verify(_frame(sock))
+        client.verify(recv_frame(sock))
         assert _call(sock, 3, 12, request_class(3)(topics=None)).brokers
     # 6. SCRAM with a wrong password over SaslAuthenticate: Kafka's generic message
     with connect() as sock:

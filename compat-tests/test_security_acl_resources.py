@@ -31,14 +31,8 @@ from kafka.errors import (
     TransactionalIdAuthorizationFailedError,
 )
 from kafka_oracle import free_port, port_accepts
-
-JAAS = ('org.apache.kafka.common.security.plain.PlainLoginModule required username="admin" password="admin-pw" '
-        'user_admin="admin-pw" user_alice="alice-pw" user_bob="bob-pw";')
-
-
-def _kp(bootstrap: str, user: str) -> dict[str, object]:
-    return {"bootstrap_servers": bootstrap, "security_protocol": "SASL_PLAINTEXT", "sasl_mechanism": "PLAIN",
-            "sasl_plain_username": user, "sasl_plain_password": f"{user}-pw"}
+from test_security_acl import JAAS
+from test_security_acl import _client as _kp
 
 
 def _ck(bootstrap: str, user: str) -> dict[str, object]:

@@ -16,7 +16,6 @@ from __future__ import annotations
 import json
 import os
 import socket
-import struct
 import tempfile
 import threading
 import time
@@ -24,6 +23,7 @@ from pathlib import Path
 
 from confluent_kafka import Consumer, Producer
 from confluent_kafka.admin import AdminClient, NewTopic
+from kafka_oracle import recv_frame
 
 from odradek.wire.protocol import encode_request, join_pieces, request_class
 
@@ -73,19 +73,6 @@ def socket_fds(pid: int) -> tuple[int, int]:
     return total, sockets
 
 
-def _recv_frame(sock: socket.socket) -> bytes:
-    def exact(n: int) -> bytes:
-        buf = b""
-        while len(buf) < n:
-            chunk = sock.recv(n - len(buf))
-            if not chunk:
-                raise ConnectionError("closed")
-            buf += chunk
-        return buf
-
-    return exact(struct.unpack(">i", exact(4))[0])
-
-
 def test_soak(odradek_broker_factory) -> None:
     broker = odradek_broker_factory(overrides={"num.partitions": 1, "group.initial.rebalance.delay.ms": 0})
     pid = broker.proc.pid
@@ -98,7 +85,7 @@ def test_soak(odradek_broker_factory) -> None:
     with socket.create_connection((broker.host, broker.port), timeout=30) as sock:
         find = request_class(10)(key="soak-warm-up")
         sock.sendall(join_pieces(encode_request(0, 1, find, client_id="soak-warm-up")))
-        _recv_frame(sock)
+        recv_frame(sock)
     time.sleep(1)
     fds_before, sockets_before = socket_fds(pid)
     stop = threading.Event()
@@ -155,7 +142,7 @@ def test_soak(odradek_broker_factory) -> None:
                 else:
                     frame = encode_request(3, corr, request_class(18)(), client_id=f"soak-m{index}")
                 sock.sendall(join_pieces(frame))
-                _recv_frame(sock)
+                recv_frame(sock)
                 with lock:
                     counts["polls"] += 1
                 stop.wait(POLL_PAUSE_S)
