@@ -42,6 +42,9 @@ class Broker:
         self.append_waiters = AppendWaiters()
         # Group and transaction coordinators (objects with async startup/shutdown).
         self.coordinators: dict[str, Any] = {}
+        # Topics whose logs a worker thread is making (handlers.topics.create_topic): synchronous
+        # create-on-first-use paths stay out meanwhile.
+        self.topics_being_created: set[str] = set()
         self.fetch_sessions = FetchSessionCache()
         self.producer_ids: ProducerIdManager | None = None
         # The KRaft metadata log (kraft.store.MetadataStore); ClusterMetadata persists through it.

@@ -103,8 +103,8 @@ async def create_topic(broker, name: str, partitions: int, configs: dict[str, st
     """
     meta = broker.metadata
     topic = Topic(name, random_uuid(), partitions, dict(configs))
-    creating = broker.__dict__.setdefault("topics_being_created", set())
-    creating.add(name)  # synchronous "create on first use" paths stay out meanwhile
+    creating = broker.topics_being_created
+    creating.add(name)
     try:
         meta._persist("create", topic)
         await _open_logs(broker, topic, 0, partitions)
