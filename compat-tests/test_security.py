@@ -333,6 +333,15 @@ def test_sasl_state_machine_raw(odradek_broker_factory) -> None:
         resp = decode_response(recv_frame(sock), 36, 2)[1]
         assert resp.error_code == ErrorCode.SASL_AUTHENTICATION_FAILED
         assert sock.recv(1) == b""  # FIN; a reset would raise ConnectionResetError here
+    # 3c. the close is delayed as Kafka delays it (connection.failed.authentication.delay.ms): what
+    # the client still sends right after the error is drained, not answered with a reset
+    with connect() as sock:
+        assert _call(sock, 17, 1, Handshake(mechanism="PLAIN")).error_code == 0
+        resp = _call(sock, 36, 2, Authenticate(auth_bytes=b"\x00alice\x00nope"))
+        assert resp.error_code == ErrorCode.SASL_AUTHENTICATION_FAILED
+        sock.sendall(join_pieces(encode_request(3, 3, request_class(18)(), client_id="raw", api_key=18)))
+        time.sleep(0.02)
+        assert sock.recv(1) == b""  # a closed broker socket would have answered with a reset
     # 4. PLAIN right: then any API works; a second SaslAuthenticate is ILLEGAL_SASL_STATE
     with connect() as sock:
         assert _call(sock, 17, 1, Handshake(mechanism="PLAIN")).error_code == 0
