@@ -130,6 +130,7 @@ async def handle_find_coordinator(ctx: RequestContext, header, request) -> objec
     host, port = advertised_endpoint(broker, ctx.listener_name)
     answers = []
     allowed = permits(ctx)
+    ready: ErrorCode | None = None  # the internal topic's state, settled once per request like Kafka's cache
     for key in keys:
         code = ErrorCode.NONE
         # DESCRIBE on the group / transactional id, per key (KafkaApis.getCoordinator)
@@ -142,19 +143,18 @@ async def handle_find_coordinator(ctx: RequestContext, header, request) -> objec
             if coordinator is None:
                 code = ErrorCode.COORDINATOR_NOT_AVAILABLE
             else:
-                try:
-                    await ensure_internal_topic(broker, coordinator.offsets_topic_spec())
-                except Exception:
-                    log.exception("Creating the offsets topic failed")
-                    code = ErrorCode.COORDINATOR_NOT_AVAILABLE
+                if ready is None:
+                    ready = await _internal_topic_ready(broker, coordinator.offsets_topic_spec())
+                code = ready
         elif key_type == TRANSACTION_KEY_TYPE:
             txn = broker.coordinators.get("transactions")
             if txn is None:
                 code = ErrorCode.COORDINATOR_NOT_AVAILABLE
             else:
-                spec = getattr(txn, "state_topic_spec", None)
-                if spec is not None:
-                    await ensure_internal_topic(broker, spec())
+                if ready is None:
+                    spec = getattr(txn, "state_topic_spec", None)
+                    ready = await _internal_topic_ready(broker, spec() if spec is not None else None)
+                code = ready
         else:
             code = ErrorCode.INVALID_REQUEST
         answers.append((key, code))
@@ -164,7 +164,8 @@ async def handle_find_coordinator(ctx: RequestContext, header, request) -> objec
             coordinators=[
                 FindCoordinatorResponse.Coordinator(
                     key=key, node_id=broker.node_id if code == 0 else -1, host=host if code == 0 else "",
-                    port=port if code == 0 else -1, error_code=int(code), error_message=_error_message(code),
+                    # v4+ answers carry no error message (KafkaApis sets only the code), "" on the wire
+                    port=port if code == 0 else -1, error_code=int(code), error_message="",
                 )
                 for key, code in answers
             ],
@@ -174,6 +175,19 @@ async def handle_find_coordinator(ctx: RequestContext, header, request) -> objec
         throttle_time_ms=0, error_code=int(code), error_message=_error_message(code),
         node_id=broker.node_id if code == 0 else -1, host=host if code == 0 else "", port=port if code == 0 else -1,
     )
+
+
+async def _internal_topic_ready(broker, spec: tuple[str, int, dict[str, str]] | None) -> ErrorCode:
+    """NONE when the coordinator's internal topic exists; otherwise create it and answer
+    COORDINATOR_NOT_AVAILABLE, as KafkaApis.getCoordinator does on first use: the client retries
+    after its backoff, by which time the topic is there (and its metadata requests went first)."""
+    if spec is None:
+        return ErrorCode.NONE
+    try:
+        await ensure_internal_topic(broker, spec)
+    except Exception:
+        log.exception("Creating the internal topic %s failed", spec[0])
+    return ErrorCode.COORDINATOR_NOT_AVAILABLE
 
 
 def _error_message(code: ErrorCode) -> str:

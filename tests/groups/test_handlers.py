@@ -62,6 +62,14 @@ def test_classic_flow_at_every_version(tmp_path, version):
     Fetch = request_class(FETCH)
 
     async def scenario(c):
+        # first use: __consumer_offsets is made and the client is told to retry, as Kafka does
+        first = await call(broker, FIND, min(version, 6), key="g", key_type=0, coordinator_keys=["g"])
+        if min(version, 6) >= 4:
+            assert [(x.error_code, x.node_id, x.error_message) for x in first.coordinators] == [
+                (E.COORDINATOR_NOT_AVAILABLE, -1, "")]
+        else:
+            assert (first.error_code, first.node_id) == (E.COORDINATOR_NOT_AVAILABLE, -1)
+        assert broker.metadata.get("__consumer_offsets") is not None
         found = await call(broker, FIND, min(version, 6), key="g", key_type=0, coordinator_keys=["g"])
         if min(version, 6) >= 4:
             assert found.coordinators[0].error_code == 0 and found.coordinators[0].port == 9092
@@ -125,8 +133,12 @@ def test_find_coordinator_batches_keys_and_knows_no_transaction_coordinator(tmp_
     broker = FakeBroker(tmp_path)
 
     async def scenario(c):
+        # every key of the request that made __consumer_offsets is told to retry
+        first = await call(broker, FIND, 4, key_type=0, coordinator_keys=["a", "b"])
+        assert [(x.key, x.error_code) for x in first.coordinators] == [("a", 15), ("b", 15)]
         found = await call(broker, FIND, 4, key_type=0, coordinator_keys=["a", "b"])
         assert [(x.key, x.error_code, x.node_id) for x in found.coordinators] == [("a", 0, 1), ("b", 0, 1)]
+        assert {x.error_message for x in found.coordinators} == {""}  # v4+ carries no message
         txn = await call(broker, FIND, 4, key_type=1, coordinator_keys=["tx"])
         assert txn.coordinators[0].error_code == E.COORDINATOR_NOT_AVAILABLE
         old = await call(broker, FIND, 1, key="tx", key_type=1)
