@@ -38,6 +38,15 @@ def _create(bootstrap: str, topic: str, configs: dict[str, str]) -> None:
         fut.result(30)
 
 
+def _lift_compaction_lag(bootstrap: str, topic: str) -> None:
+    """Set the topic's min.compaction.lag.ms to 0: the whole log becomes cleanable at once."""
+    from confluent_kafka.admin import AlterConfigOpType, ConfigEntry, ConfigResource
+
+    res = ConfigResource(ConfigResource.Type.TOPIC, topic, incremental_configs=[
+        ConfigEntry("min.compaction.lag.ms", "0", incremental_operation=AlterConfigOpType.SET)])
+    CKAdmin({"bootstrap.servers": bootstrap}).incremental_alter_configs([res])[res].result(30)
+
+
 def _produce(bootstrap: str, topic: str, items: list[tuple[bytes, bytes | None]],
              batch_size: int = 4000) -> list[Record]:
     """Send and return what was written, (offset, key, value) in offset order, from the delivery
@@ -176,8 +185,11 @@ def test_sigkill_during_cleaning_recovers_without_lost_or_duplicated_keys(broker
     broker.stop()
     broker.overrides["log.cleaner.io.max.bytes.per.second"] = "1500000"
     broker.start()
+    # min.compaction.lag.ms holds the cleaner back while the feed goes in (on a slow machine it
+    # would otherwise compact the log bit by bit, each round too short to be caught); lifted below
     _create(bootstrap, topic, {"cleanup.policy": "compact", "segment.bytes": "65536", "segment.ms": "1000",
-                               "min.cleanable.dirty.ratio": "0.01", "delete.retention.ms": "600000"})
+                               "min.cleanable.dirty.ratio": "0.01", "delete.retention.ms": "600000",
+                               "min.compaction.lag.ms": "3600000"})
     rng = random.Random(11)
     items = _feed(n_keys=400, updates=25, value_size=200, seed=11)
     written = _produce(bootstrap, topic, items, batch_size=30000)
@@ -187,6 +199,7 @@ def test_sigkill_during_cleaning_recovers_without_lost_or_duplicated_keys(broker
     time.sleep(1.2)
     _produce(bootstrap, topic, [(b"zz-roll", b"x")])
     want[b"zz-roll"] = b"x"
+    _lift_compaction_lag(bootstrap, topic)
     kills = 0
     saw_cleaner_files = 0
     for run in range(5):
@@ -319,7 +332,6 @@ def _checkpoint_line(broker, topic: str) -> str | None:
 ])
 def test_cleaned_segments_match_kafka(kafka_broker_factory, odradek_broker_factory, version: str, n_batches: int,
                                       value_mult: int, segment_bytes: str, index_interval: str) -> None:
-    from confluent_kafka.admin import AlterConfigOpType, ConfigEntry, ConfigResource
     from test_oracle_logdir import send_all
 
     overrides = {"num.partitions": "1", "auto.create.topics.enable": "false", "log.cleaner.backoff.ms": "200",
@@ -340,10 +352,7 @@ def test_cleaned_segments_match_kafka(kafka_broker_factory, odradek_broker_facto
         _create(b.bootstrap, topic, configs)
     assert send_all(kafka, [(topic, 0, x) for x in batches]) == send_all(odradek, [(topic, 0, x) for x in batches])
     for b in (kafka, odradek):
-        admin = CKAdmin({"bootstrap.servers": b.bootstrap})
-        res = ConfigResource(ConfigResource.Type.TOPIC, topic, incremental_configs=[
-            ConfigEntry("min.compaction.lag.ms", "0", incremental_operation=AlterConfigOpType.SET)])
-        admin.incremental_alter_configs([res])[res].result(30)
+        _lift_compaction_lag(b.bootstrap, topic)
     for b in (kafka, odradek):
         _wait(lambda b=b: _checkpoint_line(b, topic) is not None, 90, f"{b.name} cleaned")
         _wait(lambda b=b: not [f for f in _partition_files(b, topic) if f.endswith((".deleted", ".cleaned", ".swap"))],
