@@ -13,7 +13,7 @@ from __future__ import annotations
 import logging
 import os
 import struct
-from collections import deque
+from array import array
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import NamedTuple
@@ -70,45 +70,83 @@ class BatchMetadata:
 
     @property
     def first_seq(self) -> int:
-        # Sequence numbers wrap at Int.MAX_VALUE.
-        s = self.last_seq - self.offset_delta
-        return s + 2**31 if s < 0 else s
+        return _first_seq(self.last_seq, self.offset_delta)
 
     @property
     def first_offset(self) -> int:
         return self.last_offset - self.offset_delta
 
 
+def _first_seq(last_seq: int, offset_delta: int) -> int:
+    # Sequence numbers wrap at Int.MAX_VALUE.
+    s = last_seq - offset_delta
+    return s + 2**31 if s < 0 else s
+
+
+_FIELDS = 4  # a remembered batch in ProducerStateEntry.batches: last_seq, last_offset, offset_delta, timestamp
+_RETAINED = NUM_BATCHES_TO_RETAIN * _FIELDS
+
+
+def _no_batches() -> array:
+    return array("q")
+
+
 @dataclass(slots=True)
 class ProducerStateEntry:
-    """State of one producer id: epoch, recent batches, open transaction."""
+    """State of one producer id: epoch, recent batches, open transaction.
+
+    The last 5 batches sit packed in one ``array('q')`` (4 values each, oldest first), not as
+    BatchMetadata objects: a broker with thousands of partitions keeps tens of thousands of entries
+    for its whole life, and packed values cost 8 bytes each where objects and their ints cost ~30x
+    that, growing as sequence numbers leave CPython's small-int cache.
+    """
 
     producer_id: int
     producer_epoch: int = -1
     coordinator_epoch: int = -1
     last_timestamp: int = -1
     current_txn_first_offset: int | None = None
-    batch_metadata: deque[BatchMetadata] = field(default_factory=lambda: deque(maxlen=NUM_BATCHES_TO_RETAIN))
+    batches: array = field(default_factory=_no_batches)
+
+    @property
+    def batch_metadata(self) -> list[BatchMetadata]:
+        """The remembered batches, oldest first (a copy; add_batch changes them)."""
+        b = self.batches
+        return [BatchMetadata(*b[i:i + _FIELDS]) for i in range(0, len(b), _FIELDS)]
+
+    def add_batch(self, last_seq: int, last_offset: int, offset_delta: int, timestamp: int) -> None:
+        """Remember a written batch; the oldest is forgotten beyond Kafka's 5."""
+        b = self.batches
+        b.extend((last_seq, last_offset, offset_delta, timestamp))
+        if len(b) > _RETAINED:
+            del b[:_FIELDS]
+
+    def clear_batches(self) -> None:
+        del self.batches[:]
 
     @property
     def last_seq(self) -> int:
-        return self.batch_metadata[-1].last_seq if self.batch_metadata else NO_SEQUENCE
+        b = self.batches
+        return b[-4] if b else NO_SEQUENCE
 
     @property
     def last_data_offset(self) -> int:
-        return self.batch_metadata[-1].last_offset if self.batch_metadata else -1
+        b = self.batches
+        return b[-3] if b else -1
 
     @property
     def first_seq(self) -> int:
-        return self.batch_metadata[0].first_seq if self.batch_metadata else NO_SEQUENCE
+        b = self.batches
+        return _first_seq(b[0], b[2]) if b else NO_SEQUENCE
 
     def find_duplicate(self, producer_epoch: int, first_seq: int, last_seq: int) -> BatchMetadata | None:
         """The remembered batch with exactly this epoch and sequence range, if any (a client retry)."""
         if producer_epoch != self.producer_epoch:
             return None
-        for b in self.batch_metadata:
-            if b.last_seq == last_seq and b.first_seq == first_seq:
-                return b
+        b = self.batches
+        for i in range(0, len(b), _FIELDS):
+            if b[i] == last_seq and _first_seq(last_seq, b[i + 2]) == first_seq:
+                return BatchMetadata(*b[i:i + _FIELDS])
         return None
 
 
@@ -131,9 +169,8 @@ def write_snapshot(path: Path, entries: list[ProducerStateEntry], sync: bool = F
     struct.pack_into(">i", body, 0, len(entries))
     pos = 4
     for e in entries:
-        if e.batch_metadata:
-            b = e.batch_metadata[-1]
-            last_seq, last_off, delta = b.last_seq, b.last_offset, b.offset_delta
+        if e.batches:
+            last_seq, last_off, delta, _ts = e.batches[-_FIELDS:]
         else:
             last_seq, last_off, delta = NO_SEQUENCE, -1, 0
         txn = -1 if e.current_txn_first_offset is None else e.current_txn_first_offset
@@ -170,7 +207,7 @@ def read_snapshot(path: Path) -> list[ProducerStateEntry]:
         pid, epoch, last_seq, last_off, delta, ts, coord, txn = _ENTRY.unpack_from(data, 10 + i * _ENTRY.size)
         e = ProducerStateEntry(pid, epoch, coord, ts, None if txn < 0 else txn)
         if last_off >= 0:
-            e.batch_metadata.append(BatchMetadata(last_seq, last_off, delta, ts))
+            e.add_batch(last_seq, last_off, delta, ts)
         out.append(e)
     return out
 
@@ -294,7 +331,7 @@ class ProducerStateManager:
             entry = ProducerStateEntry(producer_id)
             self.put(entry)
         if producer_epoch != entry.producer_epoch:
-            entry.batch_metadata.clear()
+            entry.clear_batches()
             entry.producer_epoch = producer_epoch
         entry.last_timestamp = max_timestamp
         if is_control:
@@ -308,7 +345,7 @@ class ProducerStateManager:
             return completed
         delta = last_offset - first_offset
         last_seq = last_sequence(base_sequence, delta)
-        entry.batch_metadata.append(BatchMetadata(last_seq, last_offset, delta, max_timestamp))
+        entry.add_batch(last_seq, last_offset, delta, max_timestamp)
         if is_transactional and entry.current_txn_first_offset is None:
             entry.current_txn_first_offset = first_offset
             self.ongoing_txns[first_offset] = producer_id

@@ -205,3 +205,37 @@ def test_aborted_transactions_found_in_later_segments_and_fetch_bound(tmp_path: 
     again = PartitionLog.open(tmp_path / "t-0", LogConfig.from_props({"segment.bytes": "300"}))
     assert again.collect_aborted_transactions(0, 3) == [(PID, 0)]
     again.close()
+
+
+def test_an_entry_keeps_its_last_five_batches_packed():
+    """Past 5 batches the oldest is forgotten; duplicates are found across the sequence wrap; the
+    batches cost a fixed few bytes each, whatever their values (no per-batch objects or ints)."""
+    import tracemalloc
+
+    from odradek.logstore.producer_state import ProducerStateEntry
+
+    entry = ProducerStateEntry(PID, producer_epoch=0)
+    big = 2**40
+    for i in range(12):
+        entry.add_batch(i * 10 + 9, big + i * 10 + 9, 9, big + i)
+    assert [(b.first_seq, b.last_seq, b.first_offset, b.timestamp) for b in entry.batch_metadata] == [
+        (i * 10, i * 10 + 9, big + i * 10, big + i) for i in range(7, 12)]
+    assert (entry.first_seq, entry.last_seq, entry.last_data_offset) == (70, 119, big + 119)
+    assert entry.find_duplicate(0, 110, 119).last_offset == big + 119
+    assert entry.find_duplicate(0, 60, 69) is None and entry.find_duplicate(1, 110, 119) is None
+    entry.add_batch(last_sequence(2**31 - 3, 5), big + 200, 5, big)  # sequence 2**31-3 .. 2
+    assert entry.find_duplicate(0, 2**31 - 3, 2) is not None
+    entry.clear_batches()
+    assert (entry.batch_metadata, entry.last_seq, entry.last_data_offset) == ([], -1, -1)
+
+    tracemalloc.start()
+    try:
+        entries = [ProducerStateEntry(big + n, producer_epoch=0) for n in range(2000)]
+        before = tracemalloc.get_traced_memory()[0]
+        for e in entries:
+            for i in range(8):
+                e.add_batch(1000 + i, big + i, 1, big + i)
+        per_entry = (tracemalloc.get_traced_memory()[0] - before) / len(entries)
+    finally:
+        tracemalloc.stop()
+    assert per_entry < 5 * 4 * 8 * 2, per_entry  # five 4-value batches of 8 bytes, some slack
