@@ -262,9 +262,8 @@ def authorizer_for(broker: Any) -> Authorizer | None:
 # ------------------------------------------------------------------------------------------------
 
 # APIs every authenticated principal may call: ApiVersions, SASL, DescribeCluster and telemetry (not
-# checked by Kafka either), OffsetForLeaderEpoch and DescribeTopicPartitions (Kafka checks DESCRIBE on
-# their topics: a known gap, docs/security.md)
-_FREE = {18, 17, 36, 60, 71, 72, 23, 75}
+# checked by Kafka either)
+_FREE = {18, 17, 36, 60, 71, 72}
 # APIs whose handlers check each resource themselves with :func:`permits` (per-group, per-topic,
 # per-transactional-id errors in the middle of their answers): FindCoordinator, OffsetFetch,
 # DescribeGroups, ListGroups, DeleteGroups, OffsetDelete, ConsumerGroupDescribe, the config APIs,
@@ -339,6 +338,12 @@ def enforce(ctx: Any, header: Any, body: Any) -> Post | None:
         return _filter_topics(ctx, body, "topics", "partitions", OP_DESCRIBE, allowed, _list_offsets_denied(cls))
     if key == 3:
         return _metadata(ctx, body, allowed, cls)
+    if key == 23:  # OffsetForLeaderEpoch: CLUSTER_ACTION on the cluster (replicas), else DESCRIBE per topic
+        if allowed(OP_CLUSTER_ACTION, RT_CLUSTER, CLUSTER_NAME):
+            return None
+        return _filter_topics(ctx, body, "topics", "partitions", OP_DESCRIBE, allowed, _epoch_denied(cls))
+    if key == 75:
+        return _describe_topic_partitions(body, allowed, cls)
     if key in _GROUP_READ:
         if not allowed(OP_READ, RT_GROUP, body.group_id):
             raise Denied(_error_body(cls, ErrorCode.GROUP_AUTHORIZATION_FAILED))
@@ -514,6 +519,38 @@ def _list_offsets_denied(cls: Any):
                                                  timestamp=-1, offset=-1)
                 for p in getattr(t, parts_attr)]))
     return add
+
+
+def _epoch_denied(cls: Any):
+    def add(resp: Any, refused: list, parts_attr: str) -> None:
+        for t in refused:
+            resp.topics.append(cls.OffsetForLeaderTopicResult(topic=t.topic, partitions=[
+                cls.EpochEndOffset(partition=p.partition, error_code=int(ErrorCode.TOPIC_AUTHORIZATION_FAILED),
+                                   leader_epoch=-1, end_offset=-1)
+                for p in getattr(t, parts_attr)]))
+    return add
+
+
+def _describe_topic_partitions(body: Any, allowed, cls: Any) -> Post:
+    """DESCRIBE per topic (Kafka's DescribeTopicPartitionsRequestHandler): a listing of all topics
+    leaves the others out; named ones come last with TOPIC_AUTHORIZATION_FAILED and no topic id."""
+    if not body.topics:
+        def post_all(resp: Any) -> Any:
+            resp.topics = [t for t in resp.topics if allowed(OP_DESCRIBE, RT_TOPIC, t.name)]
+            return resp
+        return post_all
+    refused = sorted({t.name for t in body.topics if not allowed(OP_DESCRIBE, RT_TOPIC, t.name)})
+    kept = [t for t in body.topics if t.name not in refused]
+
+    def post(resp: Any) -> Any:
+        resp.topics.extend(cls.DescribeTopicPartitionsResponseTopic(
+            error_code=int(ErrorCode.TOPIC_AUTHORIZATION_FAILED), name=name, is_internal=False, partitions=[])
+            for name in refused)
+        return resp
+    if refused and not kept:  # an empty list would mean "all topics" to the handler
+        raise Denied(post(cls(throttle_time_ms=0, topics=[], next_cursor=None)))
+    body.topics = kept
+    return post
 
 
 def _metadata(ctx: Any, body: Any, allowed, cls: Any) -> Post | None:
