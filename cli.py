@@ -69,6 +69,7 @@ CLIENT_TOOLS = (
     ("consumer-groups", "consumer_groups", "list, describe and reset consumer groups (like kafka-consumer-groups.sh)"),
     ("get-offsets", "get_offsets", "show partition offsets at a time (like kafka-get-offsets.sh)"),
     ("broker-api-versions", "broker_api_versions", "list the APIs a broker serves (like kafka-broker-api-versions.sh)"),
+    ("configs", "kafka_configs", "describe or alter topic and broker configs and SCRAM users (like kafka-configs.sh)"),
 )
 
 
