@@ -80,6 +80,7 @@ _HANDLER_MODULES = (
     "transactions",
     "security",
     "scram_credentials",
+    "client_quotas",
 )
 
 

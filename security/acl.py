@@ -384,6 +384,11 @@ def enforce(ctx: Any, header: Any, body: Any) -> Post | None:
             raise Denied(cls(filter_results=[cls.DeleteAclsFilterResult(
                 error_code=code, error_message="Cluster authorization failed.") for _ in body.filters]))
         return None
+    if key == 48:  # DescribeClientQuotas: DESCRIBE_CONFIGS on the cluster; Kafka drops the message
+        if not allowed(OP_DESCRIBE_CONFIGS, RT_CLUSTER, CLUSTER_NAME):
+            raise Denied(cls(throttle_time_ms=0, error_code=int(ErrorCode.CLUSTER_AUTHORIZATION_FAILED),
+                             error_message=None, entries=None))
+        return None
     if key == 50:  # DescribeUserScramCredentials: DESCRIBE on the cluster (KafkaApis)
         if not allowed(OP_DESCRIBE, RT_CLUSTER, CLUSTER_NAME):
             code = int(ErrorCode.CLUSTER_AUTHORIZATION_FAILED)

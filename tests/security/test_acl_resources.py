@@ -485,3 +485,29 @@ def test_describe_topic_partitions_needs_describe_on_each_topic(tmp_path: Path) 
         assert [(t.name, t.error_code) for t in only_refused.topics] == [("a-hidden", E.TOPIC_AUTHORIZATION_FAILED)]
 
     run(broker, test)
+
+
+def test_describe_client_quotas_checks_its_filter_and_describe_configs_on_the_cluster(tmp_path: Path) -> None:
+    """Odradek has no client quotas: a valid filter matches nothing; a bad one gets Kafka's
+    INVALID_REQUEST message; without DESCRIBE_CONFIGS on the cluster, CLUSTER_AUTHORIZATION_FAILED."""
+    broker = _broker(tmp_path, allow(RT_CLUSTER, CLUSTER_NAME, OP_DESCRIBE_CONFIGS, principal="User:ops"))
+    C = request_class(48).ComponentData
+
+    async def test() -> None:
+        for principal in ("User:admin", "User:ops"):
+            resp = await call(broker, 48, 1, principal=principal, strict=False,
+                              components=[C(entity_type="user", match_type=0, match="alice")])
+            assert (resp.error_code, resp.entries) == (0, []), principal
+        resp = await call(broker, 48, 1, strict=False, components=[])
+        assert (resp.error_code, resp.error_message, resp.entries) == (E.CLUSTER_AUTHORIZATION_FAILED, None, None)
+        for types, message in (
+                (["user", "user"], "Duplicate user filter component entity type"),
+                (["group"], "Custom entity type group not supported"),
+                ([""], "Unexpected empty filter component entity type"),
+                (["ip", "client-id"], "Invalid entity filter component combination, IP filter component should "
+                                      "not be used with user or clientId filter component.")):
+            resp = await call(broker, 48, 1, principal="User:ops", strict=False,
+                              components=[C(entity_type=t, match_type=2, match=None) for t in types])
+            assert (resp.error_code, resp.error_message, resp.entries) == (E.INVALID_REQUEST, message, None), types
+
+    run(broker, test)
