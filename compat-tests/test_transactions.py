@@ -46,10 +46,16 @@ def _consume(bootstrap: str, topic: str, partitions: int, isolation: str, idle_s
                          "isolation.level": isolation})
     consumer.assign([TopicPartition(topic, p, 0) for p in range(partitions)])
     out = []
-    deadline = time.monotonic() + 60
-    last = time.monotonic()
+    start = time.monotonic()
+    deadline = start + 60
+    # idle_s counts from the last record; before the first one the consumer gets 10 s to connect
+    # and fetch (a loaded machine takes more than idle_s for that alone)
+    last: float | None = None
     try:
-        while time.monotonic() - last < idle_s and time.monotonic() < deadline:
+        while time.monotonic() < deadline:
+            now = time.monotonic()
+            if (now - last >= idle_s) if last is not None else (now - start >= max(idle_s, 10.0)):
+                break
             for m in consumer.consume(1000, timeout=0.5):
                 if m.error() is not None:
                     continue
