@@ -75,10 +75,11 @@ class Broker:
         self.leader_epoch = self.metadata_store.partition_leader_epoch()
         self.metadata = ClusterMetadata.load(self)
         self._boot_image = None
-        # Kafka's Partition.makeLeader: the new leader epoch starts at each log's end offset
+        # Kafka's Partition.makeLeader: each partition's leader epoch (from the metadata) starts
+        # at its log's end offset
         self.leader_epoch = self.metadata_store.partition_leader_epoch()
         for partition_log in self.log_manager.all_logs():
-            partition_log.become_leader(self.leader_epoch)
+            partition_log.become_leader(self.partition_epoch_in_metadata(partition_log.topic, partition_log.partition))
         self.producer_ids = ProducerIdManager.after_logs(
             self.log_manager.all_logs(), self.metadata_store.allocate_producer_ids
         )
@@ -179,8 +180,13 @@ class Broker:
         partition_log = self.log_manager.create_log(
             topic.name, partition, topic.topic_id.bytes, self.topic_log_config(topic)
         )
-        partition_log.become_leader(self.leader_epoch)
+        partition_log.become_leader(self.partition_epoch_in_metadata(topic.name, partition))
         return partition_log
+
+    def partition_epoch_in_metadata(self, topic: str, partition: int) -> int:
+        """A partition's leader epoch as the KRaft metadata records it (0 for a new partition)."""
+        store = self.metadata_store
+        return store.leader_epoch_of(topic, partition) if store is not None else self.leader_epoch
 
     def _dirs_for_new_logs(self, topic: str, first: int, end: int) -> list[Any]:
         """The log dir of each partition index in [first, end): where its log is, else where the

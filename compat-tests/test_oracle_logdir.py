@@ -202,3 +202,59 @@ def test_same_batches_same_files(brokers) -> None:
     for broker in brokers:
         broker.stop()
     assert_same_files(kafka, odradek)
+
+
+def _leader_epochs(broker, topics: list[str]) -> dict[tuple[str, int], int]:
+    """Each partition's leader epoch in the broker's Metadata answer (retried until all have a leader)."""
+    host, port = broker.bootstrap.rsplit(":", 1)
+    connection = BrokerConnection(host, int(port), client_id="oracle")
+    Metadata = request_class(3)
+    try:
+        for _ in range(100):
+            answer = connection.send(3, Metadata(topics=[Metadata.MetadataRequestTopic(name=t) for t in topics],
+                                                 allow_auto_topic_creation=False), 12)
+            epochs = {(t.name, p.partition_index): p.leader_epoch for t in answer.topics for p in t.partitions
+                      if p.leader_id >= 0}
+            if len(epochs) == sum(TOPICS[t][1] if t in TOPICS else 1 for t in topics):
+                return epochs
+            time.sleep(0.1)
+    finally:
+        connection.close()
+    raise AssertionError(f"no leader for every partition of {topics}: {epochs}")
+
+
+def test_each_partition_has_its_own_leader_epoch(brokers) -> None:
+    """Leader epochs are per partition, as in KRaft Kafka: the partitions of a topic made before two
+    restarts have moved on (each restart fences and re-elects), one made after them starts at 0:
+    its batches, its leader-epoch-checkpoint and the Metadata answer say 0, not the broker's highest."""
+    kafka, odradek = brokers
+    for broker in brokers:
+        create_topics(broker)
+    first = synthetic_batches(0)
+    assert send_all(kafka, first) == send_all(odradek, first)
+    for _ in range(2):
+        for broker in brokers:
+            broker.stop()
+            broker.start()
+    late = "late-topic"
+    for broker in brokers:
+        admin = KafkaAdminClient(bootstrap_servers=broker.bootstrap)
+        admin.create_topics([NewTopic(late, num_partitions=1, replication_factor=1)])
+        admin.close()
+    names = ["small-index", "idempotent", late]
+    theirs, ours = _leader_epochs(kafka, names), _leader_epochs(odradek, names)
+    assert ours == theirs
+    assert ours[("small-index", 0)] > 0 and ours[(late, 0)] == 0  # the case this test is about
+    more = synthetic_batches(1) + [(late, 0, b) for _t, _p, b in synthetic_batches(2)[:20]]
+    assert send_all(kafka, more) == send_all(odradek, more)
+    for broker in brokers:
+        broker.stop()
+    theirs_files, ours_files = partition_files(kafka.log_dir), partition_files(odradek.log_dir)
+    # The line order of replication-offset-checkpoint comes from Kafka's partition hash map; with a
+    # topic created after restarts Kafka's order is not the one Odradek's model gives (a known gap,
+    # the entries are the same): compared as sets here, everything else byte for byte.
+    name = "replication-offset-checkpoint"
+    assert sorted(ours_files.pop(name).splitlines()) == sorted(theirs_files.pop(name).splitlines())
+    assert sorted(ours_files) == sorted(theirs_files)
+    assert [n for n in theirs_files if theirs_files[n] != ours_files[n]] == []
+    assert ours_files[f"{late}-0/leader-epoch-checkpoint"] == b"0\n1\n0 0\n"

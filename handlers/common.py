@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from ..logstore import errors as log_errors
 from ..logstore import producer_state as producer_errors
@@ -48,6 +48,12 @@ def advertised_endpoint(broker: Broker, listener_name: str) -> tuple[str, int]:
     if port == 0 and broker.bound_addresses:
         port = broker.bound_addresses[0][1]
     return chosen.advertised_host, port
+
+
+def partition_leader_epoch(broker: Any, topic: str, index: int) -> int:
+    """The leader epoch of a partition this broker leads (0, a new partition's, before its log exists)."""
+    plog = broker.partition_log(topic, index)
+    return plog.leader_epoch if plog is not None else 0
 
 
 def leader_epoch_error(requested: int, current: int) -> ErrorCode:

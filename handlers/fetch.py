@@ -64,7 +64,7 @@ def _read_all(ctx: RequestContext, keys, cached: dict, use_ids: bool, max_bytes:
         if plog is None:
             reads.append(_Read(key, ErrorCode.UNKNOWN_TOPIC_OR_PARTITION))
             continue
-        epoch_error = leader_epoch_error(part.current_leader_epoch, broker.leader_epoch)
+        epoch_error = leader_epoch_error(part.current_leader_epoch, plog.leader_epoch)
         if epoch_error:
             reads.append(_Read(key, epoch_error))
             continue

@@ -43,7 +43,7 @@ async def handle_list_offsets(ctx: RequestContext, header, request) -> object:
             if plog is None:
                 partitions.append(_error(index, ErrorCode.UNKNOWN_TOPIC_OR_PARTITION))
                 continue
-            epoch_error = leader_epoch_error(p.current_leader_epoch, broker.leader_epoch)
+            epoch_error = leader_epoch_error(p.current_leader_epoch, plog.leader_epoch)
             if epoch_error:
                 partitions.append(_error(index, epoch_error))
                 continue

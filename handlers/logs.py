@@ -50,7 +50,7 @@ async def handle_offset_for_leader_epoch(ctx: RequestContext, header, request) -
             if plog is None:
                 code = ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
             else:
-                code = leader_epoch_error(p.current_leader_epoch, broker.leader_epoch)
+                code = leader_epoch_error(p.current_leader_epoch, plog.leader_epoch)
             if code != ErrorCode.NONE:
                 results.append(R.EpochEndOffset(error_code=int(code), partition=p.partition,
                                                 leader_epoch=UNDEFINED_EPOCH, end_offset=UNDEFINED_EPOCH_OFFSET))

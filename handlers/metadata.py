@@ -14,7 +14,7 @@ from ..cluster_metadata import Topic, validate_topic_name
 from ..wire.errors import ErrorCode
 from ..wire.primitives import Uuid
 from ..wire.protocol import response_class, supported_versions
-from .common import AUTHORIZED_OPERATIONS_OMITTED, advertised_endpoint
+from .common import AUTHORIZED_OPERATIONS_OMITTED, advertised_endpoint, partition_leader_epoch
 from .registry import RequestContext, handles
 
 log = logging.getLogger(__name__)
@@ -40,8 +40,8 @@ _topic_cache: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
 
 def topic_metadata(ctx: RequestContext, topic: Topic, include_ops: bool) -> object:
     broker = ctx.broker
-    key = (topic.name, topic.topic_id, topic.partitions, topic.is_internal, broker.node_id, broker.leader_epoch,
-           include_ops)
+    # partition leader epochs change only when the broker (re)starts: a new broker, a new cache
+    key = (topic.name, topic.topic_id, topic.partitions, topic.is_internal, broker.node_id, include_ops)
     try:
         cache = _topic_cache[broker]
     except (KeyError, TypeError):  # TypeError: a broker stand-in that cannot be weakly referenced
@@ -63,13 +63,14 @@ def topic_metadata(ctx: RequestContext, topic: Topic, include_ops: bool) -> obje
 
 
 def _build_topic_metadata(ctx: RequestContext, topic: Topic, include_ops: bool) -> object:
-    node = ctx.broker.node_id
+    broker = ctx.broker
+    node = broker.node_id
     partitions = [
         PartitionMeta(
             error_code=0,
             partition_index=index,
             leader_id=node,
-            leader_epoch=ctx.broker.leader_epoch,
+            leader_epoch=partition_leader_epoch(broker, topic.name, index),
             replica_nodes=[node],
             isr_nodes=[node],
             offline_replicas=[],

@@ -17,6 +17,7 @@ from ..cluster_metadata import Topic, random_uuid, validate_topic_name
 from ..wire.errors import ErrorCode
 from ..wire.primitives import Uuid
 from ..wire.protocol import response_class, supported_versions
+from .common import partition_leader_epoch
 from .configs import InvalidConfig, topic_config_entries, validate_topic_configs
 from .metadata import TOPIC_ALL_OPERATIONS
 from .registry import RequestContext, handles
@@ -62,7 +63,7 @@ async def _open_logs(broker, topic: Topic, first: int, end: int) -> None:
     manager.topic_configs[topic.name] = config  # as create_log(config=...) remembers it
     # the dirs the metadata records name for these partitions (computed as the store did)
     dirs = broker._dirs_for_new_logs(topic.name, first, end)
-    epoch = broker.leader_epoch
+    epoch = 0  # a new partition's first leader epoch (Kafka's PartitionRecord)
     topic_id = topic.topic_id.bytes
     wanted = [(index, d) for index, d in zip(range(first, end), dirs, strict=True)
               if manager.get_log(topic.name, index) is None]
@@ -344,7 +345,7 @@ async def handle_describe_topic_partitions(ctx: RequestContext, header, request)
         end = min(topic.partitions, start + budget)
         partitions = [
             R.DescribeTopicPartitionsResponsePartition(
-                error_code=0, partition_index=i, leader_id=node, leader_epoch=broker.leader_epoch,
+                error_code=0, partition_index=i, leader_id=node, leader_epoch=partition_leader_epoch(broker, name, i),
                 replica_nodes=[node], isr_nodes=[node], eligible_leader_replicas=[], last_known_elr=[],
                 offline_replicas=[])
             for i in range(start, end)

@@ -314,7 +314,6 @@ class MetadataStore:
         if end <= first:
             return []
         dirs = self.choose_dirs(topic.name, first, end) if self.choose_dirs is not None else []
-        epoch = self.partition_leader_epoch()
         with_dirs = supports_directory_assignment(self.metadata_version)
         out = []
         for i, index in enumerate(range(first, end)):
@@ -324,7 +323,7 @@ class MetadataStore:
             out.append(("PartitionRecord", new_record(
                 "PartitionRecord", partition_id=index, topic_id=topic.topic_id, replicas=[self.node_id],
                 isr=[self.node_id], removing_replicas=[], adding_replicas=[], leader=self.node_id,
-                leader_recovery_state=0, leader_epoch=epoch, partition_epoch=0,
+                leader_recovery_state=0, leader_epoch=0, partition_epoch=0,
                 directories=[directory] if with_dirs else [])))
         return out
 
@@ -347,8 +346,14 @@ class MetadataStore:
         return 0
 
     def partition_leader_epoch(self) -> int:
-        """The leader epoch Odradek uses for every partition: the highest any partition has reached."""
+        """The highest leader epoch any partition has reached."""
         return self.image.max_leader_epoch()
+
+    def leader_epoch_of(self, name: str, index: int) -> int:
+        """A partition's leader epoch in the metadata (0, a new partition's, when it has none yet)."""
+        state = self.image.topic(name)
+        part = state.partitions.get(index) if state is not None else None
+        return part.leader_epoch if part is not None else 0
 
     def partition_states(self, name: str) -> dict[int, PartitionState]:
         state = self.image.topic(name)

@@ -161,6 +161,9 @@ class PartitionLog:
         self.high_watermark = 0
         self.recovery_point = 0
         self.leader_epoch_cache = LeaderEpochCache(self.dir / files.LEADER_EPOCH_CHECKPOINT)
+        # this partition's leader epoch since become_leader (the metadata's PartitionRecord /
+        # PartitionChangeRecord epoch): stamped into appended batches, checked against requests
+        self.leader_epoch = 0
         self.producer_state = ProducerStateManager(self.dir)
         self.partition_metadata = PartitionMetadataFile(self.dir)
         self.topic_id: bytes | None = None
@@ -456,6 +459,7 @@ class PartitionLog:
 
     def become_leader(self, leader_epoch: int) -> None:
         """Record the start of a leader epoch at the current LEO (Kafka: Partition.makeLeader)."""
+        self.leader_epoch = leader_epoch
         self.leader_epoch_cache.assign(leader_epoch, self.log_end_offset)
 
     def append_as_leader(self, batch: bytearray | memoryview, leader_epoch: int, now_ms: int | None = None,

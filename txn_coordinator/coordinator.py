@@ -122,8 +122,12 @@ class TransactionCoordinator:
 
     @property
     def coordinator_epoch(self) -> int:
-        """Kafka's coordinator epoch is the leader epoch of the id's transaction-log partition."""
-        return max(self.broker.leader_epoch, 0) if self.broker is not None else 0
+        """Kafka's coordinator epoch is the leader epoch of the id's transaction-log partition (all of
+        them share one: they are created and re-elected together)."""
+        if self.broker is None:
+            return 0
+        plog = self.broker.partition_log(rec.TRANSACTION_STATE_TOPIC, 0)
+        return max(plog.leader_epoch if plog is not None else self.broker.leader_epoch, 0)
 
     # ================================================================== lifecycle
 
@@ -211,7 +215,7 @@ class TransactionCoordinator:
             raise TxnError(ErrorCode.COORDINATOR_NOT_AVAILABLE)
         batch = rec.record_batch(rec.encode_key(meta.transactional_id), rec.encode_value(meta.to_value()), now)
         try:
-            plog.append_as_coordinator(batch, broker.leader_epoch, now)
+            plog.append_as_coordinator(batch, plog.leader_epoch, now)
         except Exception as exc:
             log.exception("Writing transactional id %s to %s failed", meta.transactional_id, rec.TRANSACTION_STATE_TOPIC)
             raise TxnError(ErrorCode.COORDINATOR_NOT_AVAILABLE, str(exc)) from exc
@@ -245,7 +249,7 @@ class TransactionCoordinator:
                 kind, producer_id=meta.producer_id, producer_epoch=meta.producer_epoch,
                 coordinator_epoch=self.coordinator_epoch, timestamp=now))
             try:
-                plog.append_as_coordinator(batch, broker.leader_epoch, now)
+                plog.append_as_coordinator(batch, plog.leader_epoch, now)
             except Exception:
                 # Kafka's marker handler gives up on a partition that fences the marker
                 # (INVALID_PRODUCER_EPOCH, TRANSACTION_COORDINATOR_FENCED); the rest still complete.
@@ -468,7 +472,7 @@ class TransactionCoordinator:
                         continue
                     batch = rec.record_batch(rec.encode_key(meta.transactional_id), None, now)
                     try:
-                        plog.append_as_coordinator(batch, broker.leader_epoch, now)
+                        plog.append_as_coordinator(batch, plog.leader_epoch, now)
                     except Exception:
                         log.exception("Writing the tombstone of %s failed", meta.transactional_id)
                         continue
