@@ -54,6 +54,15 @@ def _kinds(data: dict) -> dict[str, str]:
     return {r["workload"]: r["kind"] for r in data["results"]}
 
 
+LATENCY_CLIENTS = {"go": "Go client (franz-go)", "python": "Python clients (confluent-kafka)"}
+
+
+def latency_client(data: dict) -> str:
+    """Which load client(s) the latency rows came from (results before the Go client: Python)."""
+    used = {r["metrics"].get("latency_client", "python") for r in data["results"] if r["kind"] == "latency"}
+    return " and ".join(LATENCY_CLIENTS.get(c, c) for c in sorted(used)) or "none"
+
+
 def targets(data: dict) -> list[tuple[str, str, str, str]]:
     """(goal, measured, target, met?) for the issue's targets."""
     agg = data["aggregate"]
@@ -82,7 +91,7 @@ def targets(data: dict) -> list[tuple[str, str, str, str]]:
     lat = [n for n in agg.get(SUBJECT, {}) if n.startswith("latency")]
     if lat:
         p99 = _get(agg, SUBJECT, lat[0], "p99_ms")
-        rows.append((f"p99 end-to-end latency ({lat[0]})", f"{_fmt(p99, 2)} ms", "< 10 ms",
+        rows.append((f"p99 end-to-end latency ({lat[0]}, {latency_client(data)})", f"{_fmt(p99, 2)} ms", "< 10 ms",
                      "yes" if p99 is not None and p99 < 10 else "no"))
     st = _get(agg, SUBJECT, "start-up", "seconds")
     rows.append(("start-up (process start -> first ApiVersions answer)", f"{_fmt(st, 2)} s", "< 0.5 s",
@@ -181,6 +190,7 @@ def tables(data: dict) -> str:
             row(f"{name}: produce -> acknowledged, {key[4:-3]}", name, key, "ms", 2)
         row(f"{name}: achieved rate", name, "achieved_rps", "rec/s", 0)
         row(f"{name}: broker CPU (share of one core)", name, "broker_cpu_share", "", 2)
+        row(f"{name}: load client CPU ({latency_client(data)})", name, "client_cpu_s", "s", 2)
     row("start-up: process start -> first ApiVersions answer", "start-up", "seconds", "s", 2)
     row("start-up: CPU time used until then", "start-up", "cpu_seconds", "s", 2)
     row("idle RSS (1 s after start-up)", "start-up", "idle_rss_mb", "MB")
@@ -315,7 +325,11 @@ def write_report(data: dict[str, Any], output: Path) -> None:
         "response's structure (record sets stay views into the buffer) and walks the batch headers to advance "
         "the offsets and count records (it checks the count); no record is decoded. Its own CPU per GB is "
         "reported next to the broker's.",
-        "* Latency: a confluent-kafka producer process paced at the given rate writes `time.time_ns()` into "
+        f"* Latency (this run's load client: {latency_client(data)}). With Go installed the runner builds and "
+        "uses `benchmarks/latency_client`: one franz-go process with a producer and a consumer client on their own "
+        "connections, the same settings, value layout and percentiles as the Python pair described next, records "
+        "produced on a 1 ms tick; the Python clients' own CPU on the 2 shared cores made up much of their tail. "
+        "The Python pair: a confluent-kafka producer process paced at the given rate writes `time.time_ns()` into "
         "each value; a consumer process subtracts it from the time `poll()` handed it the record (poll returns "
         "as soon as one record is there; an earlier version used `consume(1000, timeout=50 ms)`, which waits "
         "for 1000 records or the timeout and so added up to 50 ms to every sample). Client settings are the "

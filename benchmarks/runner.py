@@ -7,8 +7,10 @@ Run::
     python benchmarks/runner.py --report-only benchmarks/results/perf-full.json --output docs/performance.md
 
 Every broker is a separate process started by the runner; load comes from other processes at C
-speed: ``kcat`` (librdkafka) producers and consumers, one process per connection, and
-confluent-kafka (librdkafka) processes for the paced latency test. Per broker and run the runner:
+speed: ``kcat`` (librdkafka) producers and consumers, one process per connection, and for the
+paced latency test ``benchmarks/latency_client`` (Go, franz-go; built with ``go build`` when Go is
+installed) or else two confluent-kafka processes (``ODRADEK_BENCH_LATENCY_CLIENT=go|python``
+forces one). ``--only latency`` runs just start-up and the latency test. Per broker and run:
 
 * starts the broker on a fresh log dir and times process start -> first answered ApiVersions;
   reads its idle RSS (/proc/<pid>/status) a second later;
@@ -612,6 +614,62 @@ def latency_consumer(bootstrap: str, topic: str, partitions: int, expected: int,
     print(json.dumps({"received": len(lat), **_percentiles(lat)}))
 
 
+# The Go latency client (benchmarks/latency_client, franz-go): one process doing what the two
+# Python processes above do, for a fraction of their CPU, so that on 2 cores shared with the
+# broker the clients' own queueing does not make up the measured tail. Used when `go` is there;
+# ODRADEK_BENCH_LATENCY_CLIENT=go|python forces one.
+LATENCY_CLIENT_SRC = REPO / "benchmarks" / "latency_client"
+
+
+def go_tool() -> str | None:
+    """The `go` command: on PATH, else the official tarball's place."""
+    return shutil.which("go") or ("/usr/local/go/bin/go" if os.access("/usr/local/go/bin/go", os.X_OK) else None)
+
+
+def latency_client_kind() -> str:
+    """'go' or 'python': the environment's choice, else Go when a Go toolchain is installed."""
+    forced = os.environ.get("ODRADEK_BENCH_LATENCY_CLIENT", "").strip().lower()
+    if forced not in ("", "go", "python"):
+        raise SystemExit(f"ODRADEK_BENCH_LATENCY_CLIENT={forced!r}: use go or python")
+    return forced or ("go" if go_tool() else "python")
+
+
+_built: dict[Path, Path] = {}
+
+
+def build_latency_client(out_dir: Path) -> Path:
+    """`go build` benchmarks/latency_client into `out_dir` (once per process; Go's build cache
+    makes a rebuild of unchanged sources quick). Modules come from the Go proxy if not cached."""
+    if out_dir in _built:
+        return _built[out_dir]
+    go = go_tool()
+    if go is None:
+        raise RuntimeError("the Go latency client needs `go` (ODRADEK_BENCH_LATENCY_CLIENT=python uses Python)")
+    exe = out_dir / "latency_client"
+    out_dir.mkdir(parents=True, exist_ok=True)
+    env = os.environ | {"GOFLAGS": (os.environ.get("GOFLAGS", "") + " -mod=mod").strip()}
+    proc = subprocess.run([go, "build", "-buildvcs=false", "-o", str(exe), "."], cwd=LATENCY_CLIENT_SRC, env=env,
+                          capture_output=True, text=True, timeout=900)
+    if proc.returncode != 0:
+        raise RuntimeError(f"go build of {LATENCY_CLIENT_SRC} failed:\n{proc.stdout}{proc.stderr}")
+    _built[out_dir] = exe
+    return exe
+
+
+def go_latency(exe: Path, bootstrap: str, topic: str, partitions: int, rate: int, seconds: float,
+               size: int = 1024) -> dict[str, Any]:
+    """Run the Go latency client; its JSON line (the Python pair's keys plus client_cpu_s)."""
+    args = [str(exe), "-bootstrap", bootstrap, "-topic", topic, "-partitions", str(partitions), "-rate", str(rate),
+            "-seconds", str(seconds), "-size", str(size), "-linger-ms", str(LATENCY_PRODUCER_CONFIG["linger.ms"]),
+            "-acks", str(LATENCY_PRODUCER_CONFIG["acks"]), "-timeout", str(seconds + 90)]
+    proc = subprocess.run(args, capture_output=True, text=True, timeout=seconds + 120)
+    if proc.returncode != 0:
+        raise RuntimeError(f"latency client failed ({proc.returncode}): {proc.stderr[-2000:]}")
+    if proc.stderr:
+        print(proc.stderr.rstrip(), file=sys.stderr, flush=True)
+    return json.loads(proc.stdout.strip().splitlines()[-1])
+
+
 # ---------------------------------------------------------------------------------------------
 # Physical baseline
 # ---------------------------------------------------------------------------------------------
@@ -678,6 +736,8 @@ class Result:
 
 class Session:
     """Drives one broker through every workload of a repetition, collecting Results."""
+
+    only: str | None = None  # "latency": start-up and the latency test only (--only)
 
     def __init__(self, target: Target, profile: Profile, run: int, cache: Path, scale: float) -> None:
         self.t = target
@@ -841,9 +901,26 @@ class Session:
         settle()
         seconds = max(2.0, self.p.latency_seconds * min(1.0, self.scale * 4))
         rate = self.p.latency_rate
-        expected = int(rate * seconds)
+        client = latency_client_kind()
         wall0 = time.time()
-        cpu0 = proc_cpu_seconds(self.t.pid)
+        cpu0, gen0 = proc_cpu_seconds(self.t.pid), children_cpu_seconds()
+        if client == "go":
+            res = go_latency(build_latency_client(self.cache), self.t.bootstrap, topic, partitions, rate, seconds)
+            out = {k: v for k, v in res.items() if k not in ("sent", "seconds", "produce_errors", "client_cpu_s")}
+        else:
+            sent, out = self._python_latency(topic, partitions, rate, seconds)
+            res = sent | {"client_cpu_s": children_cpu_seconds() - gen0}  # both processes are reaped
+            out |= {k: v for k, v in sent.items() if k.startswith("ack_")}
+        # broker CPU share while paced: per-request costs, not bytes, dominate at this rate
+        cpu_share = (proc_cpu_seconds(self.t.pid) - cpu0) / (time.time() - wall0)
+        self.add(f"latency 1KiB @ {rate // 1000}k rec/s", "latency", achieved_rps=res["sent"] / res["seconds"],
+                 broker_cpu_share=cpu_share, latency_client=client, sent=res["sent"],
+                 client_cpu_s=res["client_cpu_s"], **out, **self._loop_stats(wall0, time.time()))
+
+    def _python_latency(self, topic: str, partitions: int, rate: int,
+                        seconds: float) -> tuple[dict[str, Any], dict[str, Any]]:
+        """The confluent-kafka producer and consumer processes: (producer's JSON, consumer's JSON)."""
+        expected = int(rate * seconds)
         cons = subprocess.Popen([sys.executable, __file__, "_lat-consumer", self.t.bootstrap, topic, str(partitions),
                                  str(expected), str(seconds + 60)], stdout=subprocess.PIPE, text=True)
         assert cons.stdout is not None
@@ -855,12 +932,7 @@ class Session:
         prod = subprocess.run([sys.executable, __file__, "_lat-producer", self.t.bootstrap, topic, str(rate),
                                str(seconds), "1024"], capture_output=True, text=True, check=True)
         out = json.loads(cons.communicate(timeout=seconds + 90)[0].strip().splitlines()[-1])
-        sent = json.loads(prod.stdout.strip().splitlines()[-1])
-        # broker CPU share while paced: per-request costs, not bytes, dominate at this rate
-        cpu_share = (proc_cpu_seconds(self.t.pid) - cpu0) / (time.time() - wall0)
-        self.add(f"latency 1KiB @ {rate // 1000}k rec/s", "latency", achieved_rps=sent["sent"] / sent["seconds"],
-                 broker_cpu_share=cpu_share, **out, **{k: v for k, v in sent.items() if k.startswith("ack_")},
-                 **self._loop_stats(wall0, time.time()))
+        return json.loads(prod.stdout.strip().splitlines()[-1]), out
 
     def run_all(self) -> None:
         t = self.t
@@ -873,14 +945,15 @@ class Session:
         warm_up_group_coordinator(t.bootstrap)
         hwm = 0
         try:
-            topic = self.catchup()
-            hwm = proc_status_kb(t.pid, "VmHWM")
-            self.recovery(topic)
-            for w in self.p.matrix:
-                self.produce(w)
-            for ww in self.p.wire_matrix:
-                self.wire_produce(ww)
-            self.mixed()
+            if self.only != "latency":
+                topic = self.catchup()
+                hwm = proc_status_kb(t.pid, "VmHWM")
+                self.recovery(topic)
+                for w in self.p.matrix:
+                    self.produce(w)
+                for ww in self.p.wire_matrix:
+                    self.wire_produce(ww)
+                self.mixed()
             self.latency()
             hwm = max(hwm, proc_status_kb(t.pid, "VmHWM"))
             self.add("peak RSS", "rss", peak_rss_mb=hwm / 1024, idle_rss_mb=idle / 1024)
@@ -964,6 +1037,8 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--workdir", type=Path, help="where brokers' log dirs go (default: a temp dir, removed)")
     ap.add_argument("--json", type=Path, help="write raw results here (default: benchmarks/results/perf-<mode>.json)")
     ap.add_argument("--output", type=Path, help="write the Markdown report (and plots next to it)")
+    ap.add_argument("--only", choices=["latency"],
+                    help="run only this part (plus start-up; no physical baseline), e.g. to compare latency clients")
     ap.add_argument("--report-only", type=Path, metavar="JSON", help="only regenerate the report from saved results")
     args = ap.parse_args(argv)
     if args.report_only:
@@ -987,13 +1062,16 @@ def main(argv: list[str] | None = None) -> int:
                             "results": [], "baseline": []}
     if "odradek" in brokers:
         compile_package(args.odradek_src)
+    if latency_client_kind() == "go":
+        build_latency_client(cache)  # before any broker runs; Session.latency() reuses the binary
     t_begin = time.perf_counter()
     try:
         for run in range(runs):
-            print(f"run {run + 1}/{runs}: physical baseline", flush=True)
-            base = physical_baseline(max(MIB, int(profile.baseline_bytes * args.scale) // MIB * MIB), workroot)
-            print(f"  {base}", flush=True)
-            data["baseline"].append(base)
+            if args.only is None:
+                print(f"run {run + 1}/{runs}: physical baseline", flush=True)
+                base = physical_baseline(max(MIB, int(profile.baseline_bytes * args.scale) // MIB * MIB), workroot)
+                print(f"  {base}", flush=True)
+                data["baseline"].append(base)
             # alternate the order between runs so neither broker always goes first
             order = brokers if run % 2 == 0 else list(reversed(brokers))
             for name in order:
@@ -1007,6 +1085,7 @@ def main(argv: list[str] | None = None) -> int:
                     target = CommandTarget(wd, name, extra[name])
                 print(f"run {run + 1}/{runs}: {name}", flush=True)
                 session = Session(target, profile, run, cache, args.scale)
+                session.only = args.only
                 try:
                     session.run_all()
                 finally:

@@ -9,11 +9,16 @@ the report must be written.
 from __future__ import annotations
 
 import json
+import math
 import subprocess
 import sys
 from pathlib import Path
 
+import pytest
+from kafka_oracle import in_ci
+
 REPO = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(REPO / "benchmarks"))
 
 
 def test_runner_quick_tiny(tmp_path: Path, kcat: str) -> None:
@@ -91,3 +96,29 @@ def test_wire_load_generator(odradek_broker_factory, tmp_path: Path) -> None:
     one = build_batch([SimpleRecord(b"x" * 10, timestamp=1)] * 5, base_offset=7)
     assert walk_batches(memoryview(one + one[:40])) == (12, 5)
     assert walk_batches(memoryview(b"")) == (-1, 0)
+
+
+def test_go_latency_client(odradek_broker_factory, tmp_path: Path) -> None:
+    """benchmarks/latency_client (Go, franz-go) against a real Odradek for 2 s at 2000 records/s:
+    it builds (fetching its modules from the Go proxy if they are not cached), receives every
+    record it sent and reports finite, ordered percentiles and its own CPU time."""
+    from runner import admin_create_topic, build_latency_client, go_latency, go_tool
+
+    if go_tool() is None:
+        msg = ("GO TOOLCHAIN MISSING: `go` is not installed, so the benchmark's Go latency client "
+               "(benchmarks/latency_client) is untested")
+        if in_ci():
+            pytest.fail(msg, pytrace=False)
+        pytest.skip(msg)
+    exe = build_latency_client(tmp_path / "bin")  # before the broker starts: the build is CPU-heavy
+    broker = odradek_broker_factory()
+    admin_create_topic(broker.bootstrap, "latency", 3)
+    out = go_latency(exe, broker.bootstrap, "latency", 3, rate=2000, seconds=2.0)
+    assert out["sent"] == 4000 and out["received"] == out["sent"], out
+    assert out["produce_errors"] == 0, out
+    assert 1.9 <= out["seconds"] < 10, out  # the last record is due at (sent - 1) / rate
+    for prefix in ("", "ack_"):
+        p50, p99, p999, top = (out[f"{prefix}{k}_ms"] for k in ("p50", "p99", "p999", "max"))
+        assert all(math.isfinite(v) and v >= 0 for v in (p50, p99, p999, top)), out
+        assert p50 <= p99 <= p999 <= top, out
+    assert out["client_cpu_s"] > 0, out
