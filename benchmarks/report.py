@@ -192,6 +192,7 @@ def tables(data: dict) -> str:
         row(f"{name}: broker CPU (share of one core)", name, "broker_cpu_share", "", 2)
         row(f"{name}: load client CPU ({latency_client(data)})", name, "client_cpu_s", "s", 2)
         row(f"{name}: everything else on the machine meanwhile (cores)", name, "others_cpu_share", "", 2)
+        row(f"{name}: CPU stolen by the hypervisor meanwhile (cores)", name, "steal_share", "", 2)
     row("start-up: process start -> first ApiVersions answer", "start-up", "seconds", "s", 2)
     row("start-up: CPU time used until then", "start-up", "cpu_seconds", "s", 2)
     row("idle RSS (1 s after start-up)", "start-up", "idle_rss_mb", "MB")

@@ -656,10 +656,11 @@ def build_latency_client(out_dir: Path) -> Path:
     return exe
 
 
-def machine_busy_seconds() -> float:
-    """CPU seconds all processes have used since boot (user+nice+system+irq+softirq, /proc/stat)."""
-    user, nice, system, _idle, _iowait, irq, softirq = map(int, Path("/proc/stat").read_text().split()[1:8])
-    return (user + nice + system + irq + softirq) / CLK_TCK
+def machine_cpu_seconds() -> tuple[float, float]:
+    """(busy, steal): CPU seconds all processes have used since boot (user+nice+system+irq+softirq)
+    and the time a hypervisor kept this VM's CPUs from running anything (/proc/stat)."""
+    user, nice, system, _idle, _iowait, irq, softirq, steal = map(int, Path("/proc/stat").read_text().split()[1:9])
+    return (user + nice + system + irq + softirq) / CLK_TCK, steal / CLK_TCK
 
 
 def go_latency(exe: Path, bootstrap: str, topic: str, partitions: int, rate: int, seconds: float,
@@ -912,7 +913,7 @@ class Session:
         rate = self.p.latency_rate
         client = latency_client_kind()
         wall0 = time.time()
-        cpu0, gen0, busy0 = proc_cpu_seconds(self.t.pid), children_cpu_seconds(), machine_busy_seconds()
+        cpu0, gen0, (busy0, steal0) = proc_cpu_seconds(self.t.pid), children_cpu_seconds(), machine_cpu_seconds()
         if client == "go":
             res = go_latency(build_latency_client(self.cache), self.t.bootstrap, topic, partitions, rate, seconds)
             out = {k: v for k, v in res.items() if k not in ("sent", "seconds", "produce_errors", "client_cpu_s")}
@@ -926,10 +927,12 @@ class Session:
         # broker CPU share while paced: per-request costs, not bytes, dominate at this rate
         cpu = proc_cpu_seconds(self.t.pid) - cpu0
         # what everything else on the machine used meanwhile (other people's jobs on a shared box)
-        others = (machine_busy_seconds() - busy0 - cpu - res["client_cpu_s"]) / wall
+        busy1, steal1 = machine_cpu_seconds()
+        others = (busy1 - busy0 - cpu - res["client_cpu_s"]) / wall
         self.add(f"latency 1KiB @ {rate // 1000}k rec/s", "latency", achieved_rps=res["sent"] / res["seconds"],
                  broker_cpu_share=cpu / wall, latency_client=client, sent=res["sent"],
-                 client_cpu_s=res["client_cpu_s"], others_cpu_share=max(0.0, others), **out,
+                 client_cpu_s=res["client_cpu_s"], others_cpu_share=max(0.0, others),
+                 steal_share=(steal1 - steal0) / wall, **out,
                  **self._loop_stats(wall0, time.time()))
 
     def _python_latency(self, topic: str, partitions: int, rate: int,
