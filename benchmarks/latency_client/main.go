@@ -23,6 +23,7 @@ import (
 	"fmt"
 	"math"
 	"os"
+	"runtime"
 	"slices"
 	"strconv"
 	"strings"
@@ -43,7 +44,12 @@ func main() {
 	lingerMs := flag.Float64("linger-ms", 5, "producer linger in ms (librdkafka's and the Python test's default)")
 	acks := flag.Int("acks", 1, "required acks: 0, 1 or -1 (all)")
 	timeout := flag.Float64("timeout", 0, "give up this many seconds after start (default: seconds + 60)")
+	procs := flag.Int("procs", 1, "GOMAXPROCS")
 	flag.Parse()
+	// One P by default: the client mostly waits on sockets and its 1 ms tick, and with a second,
+	// idle P the scheduler spins looking for work on every wake-up. Measured at 10k records/s:
+	// ~25% less CPU, no worse latency (the client must leave the 2 cores to the broker).
+	runtime.GOMAXPROCS(*procs)
 	if *topic == "" || *size < 9 || *rate <= 0 || *partitions <= 0 {
 		fail("need -topic, -size >= 9, -rate > 0 and -partitions > 0")
 	}
