@@ -330,7 +330,7 @@ def write_report(data: dict[str, Any], output: Path) -> None:
         f"* Latency (this run's load client: {latency_client(data)}). With Go installed the runner builds and "
         "uses `benchmarks/latency_client`: one franz-go process with a producer and a consumer client on their own "
         "connections, the same settings, value layout and percentiles as the Python pair described next, records "
-        "produced on a 1 ms tick; the Python clients' own CPU on the 2 shared cores made up much of their tail. "
+        "produced on a 1 ms tick, for about half the CPU of the Python pair (the load client's CPU row). "
         "The Python pair: a confluent-kafka producer process paced at the given rate writes `time.time_ns()` into "
         "each value; a consumer process subtracts it from the time `poll()` handed it the record (poll returns "
         "as soon as one record is there; an earlier version used `consume(1000, timeout=50 ms)`, which waits "

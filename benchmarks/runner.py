@@ -615,9 +615,9 @@ def latency_consumer(bootstrap: str, topic: str, partitions: int, expected: int,
 
 
 # The Go latency client (benchmarks/latency_client, franz-go): one process doing what the two
-# Python processes above do, for a fraction of their CPU, so that on 2 cores shared with the
-# broker the clients' own queueing does not make up the measured tail. Used when `go` is there;
-# ODRADEK_BENCH_LATENCY_CLIENT=go|python forces one.
+# Python processes above do for about half their CPU (measured at 10k records/s: 1.7 s against
+# 3.4 s per 10 s run), so that the load generator takes less of the 2 cores it shares with the
+# broker. Used when `go` is there; ODRADEK_BENCH_LATENCY_CLIENT=go|python forces one.
 LATENCY_CLIENT_SRC = REPO / "benchmarks" / "latency_client"
 
 

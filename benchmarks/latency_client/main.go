@@ -7,9 +7,9 @@
 // receipt time when PollFetches hands it over; latency = receipt - produce timestamp. The
 // producer's promise callbacks give the produce -> acknowledged round trip of each record.
 //
-// It exists because pacing 10 000 records/s and handing them over through poll() in Python
-// costs the clients so much CPU, on the 2 cores they share with the broker, that their own
-// queueing dominated the measured tail. Go's client does the same work for a fraction of that.
+// It exists so that the load generator is not the suspect: pacing 10 000 records/s and handing
+// them over through poll() in Python costs the two Python processes ~0.3 of a core on the 2
+// cores they share with the broker; this client does the same work for about half of that.
 //
 // Output: one JSON line on stdout with the keys of the Python test (sent, seconds, received,
 // p50_ms ... max_ms, ack_p50_ms ... ack_max_ms; the first 5% of samples are skipped as runner.py's
