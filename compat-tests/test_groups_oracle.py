@@ -184,9 +184,10 @@ def scenario(bootstrap: str) -> list[tuple[str, Any]]:
                                                                   p.error_code) for p in t.partitions])
                                                       for t in g.topics]) for g in fetched.groups]))
     for version in (5, 6):
-        d = c.call(DESCRIBE, version, groups=["og", "nope", ""])
+        d = c.call(DESCRIBE, version, groups=["og", "nope", ""], include_authorized_operations=True)
         out.append((f"describe v{version}", [(g.group_id, g.error_code, g.group_state, g.protocol_type,
-                                              g.protocol_data, len(g.members)) for g in d.groups]))
+                                              g.protocol_data, len(g.members), g.authorized_operations)
+                                             for g in d.groups]))
     listed = c.call(LIST, 5, states_filter=["stable"])
     out.append(("list stable", sorted(g.group_id for g in listed.groups)))
     deleted = c.call(DELETE, 2, groups_names=["og", "nope"])

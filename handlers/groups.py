@@ -65,9 +65,9 @@ OffsetDeleteResponse = response_class(OFFSET_DELETE_KEY)
 ConsumerGroupHeartbeatResponse = response_class(CONSUMER_GROUP_HEARTBEAT_KEY)
 ConsumerGroupDescribeResponse = response_class(CONSUMER_GROUP_DESCRIBE_KEY)
 
-# Bits of the group operations Kafka reports when authorization is off:
-# READ(3) DELETE(6) DESCRIBE(8)
-GROUP_OPERATIONS = (3, 6, 8)
+# Bits of a group's operations (AclEntry.supportedOperations(GROUP) in Kafka 4.x, which has group
+# configs): READ(3) DELETE(6) DESCRIBE(8) DESCRIBE_CONFIGS(10) ALTER_CONFIGS(11)
+GROUP_OPERATIONS = (3, 6, 8, 10, 11)
 GROUP_ALL_OPERATIONS = sum(1 << op for op in GROUP_OPERATIONS)
 
 # Kafka's Errors.message() of the authorization errors
@@ -563,7 +563,7 @@ def _describe(coordinator: GroupCoordinator | None, group_id: str, version: int,
                        else f"Group {group_id} is not a classic group.")
             return Described(error_code=int(ErrorCode.GROUP_ID_NOT_FOUND), error_message=message,
                              group_id=group_id, group_state="Dead", protocol_type="", protocol_data="",
-                             members=[], authorized_operations=ops)
+                             members=[], authorized_operations=AUTHORIZED_OPERATIONS_OMITTED)
         return Described(error_code=0, group_id=group_id, group_state="Dead", protocol_type="",
                          protocol_data="", members=[], authorized_operations=ops)
     assert isinstance(group, ClassicGroup)
