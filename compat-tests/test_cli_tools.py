@@ -187,9 +187,13 @@ def test_consumer_groups_describe_shows_active_members(any_broker, capsys) -> No
 
     b = ["--bootstrap-server", any_broker.bootstrap]
     assert run_cli(capsys, "topics", *b, "--create", "--topic", "cli-members", "--partitions", "2")[0] == 0
-    consumer = KafkaConsumer("cli-members", bootstrap_servers=any_broker.bootstrap, group_id="cli-live",
+    consumer = KafkaConsumer(bootstrap_servers=any_broker.bootstrap, group_id="cli-live",
                              client_id="live-client", auto_offset_reset="earliest", enable_auto_commit=False)
     try:
+        # kafka-python may join before its first Metadata answer names a just-created topic (then the
+        # leader assigns nothing, with Kafka too): subscribe once the consumer knows the partitions
+        _wait_until(lambda: len(consumer.partitions_for_topic("cli-members") or ()) == 2)
+        consumer.subscribe(["cli-members"])
         _wait_until(lambda: consumer.poll(timeout_ms=200) is not None and len(consumer.assignment()) == 2)
         code, out, _ = run_cli(capsys, "consumer-groups", *b, "--describe", "--group", "cli-live", "--members")
         rows = [line.split() for line in out.splitlines() if line.strip()]
