@@ -37,7 +37,6 @@ class Broker:
         self.cluster_id = ""
         self.log_manager: Any = None
         self.metadata: ClusterMetadata | None = None
-        self.leader_epoch = 0
         # Long-polling fetches wait here for appends to their partitions.
         self.append_waiters = AppendWaiters()
         # Group and transaction coordinators (objects with async startup/shutdown).
@@ -72,12 +71,10 @@ class Broker:
         self.metadata_store = metadata_store
         self.metadata_store.choose_dirs = self._dirs_for_new_logs
         await trio.to_thread.run_sync(self.metadata_store.start)
-        self.leader_epoch = self.metadata_store.partition_leader_epoch()
         self.metadata = ClusterMetadata.load(self)
         self._boot_image = None
         # Kafka's Partition.makeLeader: each partition's leader epoch (from the metadata) starts
         # at its log's end offset
-        self.leader_epoch = self.metadata_store.partition_leader_epoch()
         for partition_log in self.log_manager.all_logs():
             partition_log.become_leader(self.partition_epoch_in_metadata(partition_log.topic, partition_log.partition))
         self.producer_ids = ProducerIdManager.after_logs(
@@ -186,7 +183,7 @@ class Broker:
     def partition_epoch_in_metadata(self, topic: str, partition: int) -> int:
         """A partition's leader epoch as the KRaft metadata records it (0 for a new partition)."""
         store = self.metadata_store
-        return store.leader_epoch_of(topic, partition) if store is not None else self.leader_epoch
+        return store.leader_epoch_of(topic, partition) if store is not None else 0
 
     def _dirs_for_new_logs(self, topic: str, first: int, end: int) -> list[Any]:
         """The log dir of each partition index in [first, end): where its log is, else where the

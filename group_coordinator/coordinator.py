@@ -206,7 +206,7 @@ class GroupCoordinator:
         if partition_log is None:
             raise GroupError(ErrorCode.COORDINATOR_NOT_AVAILABLE)
         try:
-            partition_log.append_as_coordinator(batch, partition_log.leader_epoch, self.now_ms())
+            partition_log.append_as_coordinator(batch, now_ms=self.now_ms())
         except Exception as exc:  # a failed write must not change the in-memory state
             log.exception("Writing group %s to %s failed", group_id, rec.OFFSETS_TOPIC)
             raise GroupError(_append_error(error_code_for(exc)), str(exc)) from exc

@@ -85,7 +85,7 @@ async def handle_produce(ctx: RequestContext, header, request) -> object | None:
                 partitions.append(_partition_error(index, *refused))
                 continue
             try:
-                info = partition_log.append_as_leader(records, partition_log.leader_epoch, now_ms())
+                info = partition_log.append_as_leader(records, now_ms=now_ms())
             except Exception as exc:  # the log store's typed errors become Kafka error codes
                 code = error_code_for(exc)
                 if code is ErrorCode.UNKNOWN_SERVER_ERROR or code is ErrorCode.KAFKA_STORAGE_ERROR:

@@ -63,15 +63,16 @@ async def _open_logs(broker, topic: Topic, first: int, end: int) -> None:
     manager.topic_configs[topic.name] = config  # as create_log(config=...) remembers it
     # the dirs the metadata records name for these partitions (computed as the store did)
     dirs = broker._dirs_for_new_logs(topic.name, first, end)
-    epoch = 0  # a new partition's first leader epoch (Kafka's PartitionRecord)
     topic_id = topic.topic_id.bytes
-    wanted = [(index, d) for index, d in zip(range(first, end), dirs, strict=True)
+    # the epochs of the PartitionRecords the caller has just persisted (0: new partitions)
+    wanted = [(index, d, broker.partition_epoch_in_metadata(topic.name, index))
+              for index, d in zip(range(first, end), dirs, strict=True)
               if manager.get_log(topic.name, index) is None]
 
     def make() -> list:
         made = []
         try:
-            for index, d in wanted:
+            for index, d, epoch in wanted:
                 plog = manager.open_new_log(topic.name, index, topic_id, config, d)
                 made.append(plog)
                 plog.become_leader(epoch)
@@ -90,7 +91,7 @@ async def _open_logs(broker, topic: Topic, first: int, end: int) -> None:
             manager.add_log(plog)
             if i % _REGISTER_CHUNK == 0:
                 await trio.lowlevel.checkpoint()
-        new = {index for index, _ in wanted}
+        new = {index for index, _, _ in wanted}
         for index in range(first, end):
             if index not in new:  # a log that already existed: it gets the id and the epoch
                 broker.open_partition_log(topic, index)

@@ -462,9 +462,11 @@ class PartitionLog:
         self.leader_epoch = leader_epoch
         self.leader_epoch_cache.assign(leader_epoch, self.log_end_offset)
 
-    def append_as_leader(self, batch: bytearray | memoryview, leader_epoch: int, now_ms: int | None = None,
-                         origin: AppendOrigin = AppendOrigin.CLIENT) -> AppendInfo:
+    def append_as_leader(self, batch: bytearray | memoryview, leader_epoch: int | None = None,
+                         now_ms: int | None = None, origin: AppendOrigin = AppendOrigin.CLIENT) -> AppendInfo:
         """Validate one v2 batch, patch it in place (base offset, leader epoch, max timestamp) and append.
+
+        The batch is stamped with `leader_epoch`, by default this partition's own (`become_leader`).
 
         `batch` must be writable (bytearray / writable memoryview); it is modified in place and
         written with one pwrite. Errors: CorruptRecordError (CORRUPT_MESSAGE), InvalidRecordError
@@ -474,6 +476,8 @@ class PartitionLog:
         """
         if self.closed:
             raise LogDeletedError(f"log {self.name} is closed")
+        if leader_epoch is None:
+            leader_epoch = self.leader_epoch
         now = _now_ms() if now_ms is None else now_ms
         view = memoryview(batch)
         if view.readonly:
@@ -620,7 +624,7 @@ class PartitionLog:
         return AppendInfo(first, last, max_ts, last, append_time, self.log_start_offset, h.record_count, size,
                           rolled)
 
-    def append_as_coordinator(self, batch: bytearray | memoryview, leader_epoch: int,
+    def append_as_coordinator(self, batch: bytearray | memoryview, leader_epoch: int | None = None,
                               now_ms: int | None = None) -> AppendInfo:
         """Append a broker-built batch (group/txn coordinator records, txn markers): same path, control
         batches allowed, no client-only checks."""

@@ -127,7 +127,7 @@ class TransactionCoordinator:
         if self.broker is None:
             return 0
         plog = self.broker.partition_log(rec.TRANSACTION_STATE_TOPIC, 0)
-        return max(plog.leader_epoch if plog is not None else self.broker.leader_epoch, 0)
+        return max(plog.leader_epoch, 0) if plog is not None else 0
 
     # ================================================================== lifecycle
 
@@ -215,7 +215,7 @@ class TransactionCoordinator:
             raise TxnError(ErrorCode.COORDINATOR_NOT_AVAILABLE)
         batch = rec.record_batch(rec.encode_key(meta.transactional_id), rec.encode_value(meta.to_value()), now)
         try:
-            plog.append_as_coordinator(batch, plog.leader_epoch, now)
+            plog.append_as_coordinator(batch, now_ms=now)
         except Exception as exc:
             log.exception("Writing transactional id %s to %s failed", meta.transactional_id, rec.TRANSACTION_STATE_TOPIC)
             raise TxnError(ErrorCode.COORDINATOR_NOT_AVAILABLE, str(exc)) from exc
@@ -249,7 +249,7 @@ class TransactionCoordinator:
                 kind, producer_id=meta.producer_id, producer_epoch=meta.producer_epoch,
                 coordinator_epoch=self.coordinator_epoch, timestamp=now))
             try:
-                plog.append_as_coordinator(batch, plog.leader_epoch, now)
+                plog.append_as_coordinator(batch, now_ms=now)
             except Exception:
                 # Kafka's marker handler gives up on a partition that fences the marker
                 # (INVALID_PRODUCER_EPOCH, TRANSACTION_COORDINATOR_FENCED); the rest still complete.
@@ -472,7 +472,7 @@ class TransactionCoordinator:
                         continue
                     batch = rec.record_batch(rec.encode_key(meta.transactional_id), None, now)
                     try:
-                        plog.append_as_coordinator(batch, plog.leader_epoch, now)
+                        plog.append_as_coordinator(batch, now_ms=now)
                     except Exception:
                         log.exception("Writing the tombstone of %s failed", meta.transactional_id)
                         continue

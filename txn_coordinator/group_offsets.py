@@ -94,7 +94,7 @@ class GroupOffsets:
         batch = bytearray(build_batch(records, producer_id=producer_id, producer_epoch=producer_epoch,
                                       base_sequence=0, is_transactional=True))
         try:
-            plog.append_as_coordinator(batch, plog.leader_epoch, now)
+            plog.append_as_coordinator(batch, now_ms=now)
         except Exception as exc:
             from ..handlers.common import error_code_for  # noqa: PLC0415
 

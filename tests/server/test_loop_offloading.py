@@ -80,7 +80,7 @@ def test_create_topics_makes_the_logs_in_a_worker_thread(broker_conn, monkeypatc
     for index in range(4):
         plog = broker.partition_log("offloaded", index)
         assert plog is not None and plog.topic_id == broker.metadata.get("offloaded").topic_id.bytes
-        assert plog.leader_epoch_cache.latest_epoch == broker.leader_epoch
+        assert plog.leader_epoch_cache.latest_epoch == broker.partition_epoch_in_metadata("offloaded", index)
 
 
 def test_create_partitions_makes_the_new_logs_in_a_worker_thread(broker_conn, monkeypatch):
