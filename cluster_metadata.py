@@ -22,7 +22,7 @@ if TYPE_CHECKING:
 log = logging.getLogger(__name__)
 
 # Kafka's Topic.validate: legal characters and maximum length.
-_LEGAL_TOPIC = re.compile(r"^[a-zA-Z0-9._-]+$")
+LEGAL_TOPIC_NAME = re.compile(r"^[a-zA-Z0-9._-]+$")
 MAX_TOPIC_NAME_LENGTH = 249
 INTERNAL_TOPICS = frozenset({"__consumer_offsets", "__transaction_state"})
 
@@ -54,7 +54,7 @@ def validate_topic_name(name: str) -> str | None:
             f"Topic name is illegal, it can't be longer than {MAX_TOPIC_NAME_LENGTH} characters, "
             f"topic name: {name}"
         )
-    if not _LEGAL_TOPIC.match(name):
+    if not LEGAL_TOPIC_NAME.match(name):
         return (
             f"Topic name \"{name}\" is illegal, it contains a character other than ASCII "
             "alphanumerics, '.', '_' and '-'"

@@ -28,8 +28,15 @@ from dataclasses import dataclass
 from decimal import Decimal
 from typing import Any
 
+from ..cluster_metadata import LEGAL_TOPIC_NAME, MAX_TOPIC_NAME_LENGTH
 from ..logstore.java_hash import hashmap_capacity, hashmap_order, spread, string_hash, to_int32
-from ..security.scram import MECHANISM_NAMES, MECHANISM_TYPES, MIN_ITERATIONS, salted_password
+from ..security.scram import (
+    DEFAULT_ITERATIONS,
+    MECHANISM_NAMES,
+    MECHANISM_TYPES,
+    MIN_ITERATIONS,
+    salted_password,
+)
 from ..wire.errors import ErrorCode
 from ..wire.protocol import request_class
 from .cli_common import add_bootstrap_argument, add_command_config_argument, run_with_client
@@ -60,7 +67,6 @@ OP_SET, OP_DELETE = 0, 1
 # DescribeClientQuotas match types
 MATCH_EXACT, MATCH_DEFAULT, MATCH_ANY = 0, 1, 2
 
-DEFAULT_SCRAM_ITERATIONS = 4096
 #: Kafka's user quota configs (QuotaConfig): valid for kafka-configs, not set by this tool
 USER_QUOTA_CONFIGS = ("producer_byte_rate", "consumer_byte_rate", "request_percentage", "controller_mutation_rate")
 # Kafka's regexes: a comma or '=' separates only outside [...] (the lookahead sees no ']' before the next '[').
@@ -69,8 +75,6 @@ _ITEM_SEPARATOR = re.compile("," + _OUTSIDE_BRACKETS)
 _KEY_VALUE_SEPARATOR = re.compile(r"\s*=\s*" + _OUTSIDE_BRACKETS)
 _VALID_KEY = re.compile(r"[$a-zA-Z0-9._-]*")
 _SCRAM_CREDENTIAL = re.compile(r"(?:iterations=(-?[0-9]*),)?password=(.*)")
-_LEGAL_TOPIC = re.compile(r"[a-zA-Z0-9._-]+")
-MAX_TOPIC_NAME = 249
 
 
 class ConfigCommandError(ValueError):
@@ -161,7 +165,7 @@ def scram_iterations_and_password(mechanism: str, credential: str) -> tuple[int,
         raise ConfigCommandError(f"Invalid credential property {mechanism.replace('-', '_')}={credential}")
     iterations_text, password = match.groups()
     if iterations_text is None or iterations_text == "-1":
-        iterations = DEFAULT_SCRAM_ITERATIONS
+        iterations = DEFAULT_ITERATIONS
     elif not iterations_text or iterations_text == "-":
         raise ConfigCommandError(f'Invalid iterations in credential property {mechanism}: "{iterations_text}"')
     else:
@@ -191,9 +195,9 @@ def validate_topic_name(name: str) -> None:
         reason = "the empty string is not allowed"
     elif name in (".", ".."):
         reason = f"'{name}' is not allowed"
-    elif len(name.encode("utf-16-le")) // 2 > MAX_TOPIC_NAME:
-        reason = f"the length of '{name}' is longer than the max allowed length {MAX_TOPIC_NAME}"
-    elif not _LEGAL_TOPIC.fullmatch(name):
+    elif len(name.encode("utf-16-le")) // 2 > MAX_TOPIC_NAME_LENGTH:
+        reason = f"the length of '{name}' is longer than the max allowed length {MAX_TOPIC_NAME_LENGTH}"
+    elif not LEGAL_TOPIC_NAME.fullmatch(name):
         reason = f"'{name}' contains one or more characters other than ASCII alphanumerics, '.', '_' and '-'"
     else:
         return
