@@ -54,7 +54,7 @@ def validate_topic_name(name: str) -> str | None:
             f"Topic name is illegal, it can't be longer than {MAX_TOPIC_NAME_LENGTH} characters, "
             f"topic name: {name}"
         )
-    if not LEGAL_TOPIC_NAME.match(name):
+    if not LEGAL_TOPIC_NAME.fullmatch(name):
         return (
             f"Topic name \"{name}\" is illegal, it contains a character other than ASCII "
             "alphanumerics, '.', '_' and '-'"
