@@ -191,15 +191,21 @@ class Connection:
         metrics = getattr(self.broker, "metrics", None)
         if metrics is not None:
             metrics.connection_opened(self.listener_name)
+        fd = self.raw_socket.fileno() if self.raw_socket is not None else -1
         try:
             while True:
                 frame = self.splitter.next_frame()
                 if frame is None:
-                    with trio.move_on_after(idle_s) as idle:
-                        received = await self._receive(stream)
-                    if idle.cancelled_caught:
-                        log.info("Closing idle connection from %s", self.peer)
-                        return
+                    # bytes already there are read at once; only an empty socket costs a wait (and
+                    # the idle timer): a big request arriving in many reads passes through the
+                    # scheduler once, not once per read (fairness: see _process)
+                    received = self._receive_ready(fd) if fd >= 0 else None
+                    if received is None:
+                        with trio.move_on_after(idle_s) as idle:
+                            received = await self._receive(stream)
+                        if idle.cancelled_caught:
+                            log.info("Closing idle connection from %s", self.peer)
+                            return
                     if not received:
                         return
                     continue
@@ -262,34 +268,46 @@ class Connection:
             except (trio.BrokenResourceError, trio.ClosedResourceError, OSError):
                 pass
 
-    async def _receive(self, stream: trio.abc.Stream) -> int:
-        """Receive bytes into the frame splitter; 0 at end of stream.
+    def _receive_ready(self, fd: int) -> int | None:
+        """Receive what the plaintext socket already holds, without waiting: the byte count (0 at
+        end of stream), or None when nothing is there yet.
 
-        A frame being filled gets the bytes straight into its own buffer (recv_into), other
-        reads go through a reused per-connection buffer: no new bytes object per read and, for
-        produce requests of many KiB, no second copy of the records.
+        A frame being filled gets the bytes straight into its own buffer, other reads go through
+        a reused per-connection buffer: no new bytes object per read and, for produce requests of
+        many KiB, no second copy of the records.
         """
+        splitter = self.splitter
+        try:
+            view = splitter.recv_buffer(_RECEIVE_SIZE)
+            if view is not None:
+                with view:
+                    n = os.readv(fd, (view,))
+                splitter.commit(n)
+                return n
+            buf = self.__dict__.get("_recv_buf")
+            if buf is None:
+                buf = self._recv_buf = bytearray(_SMALL_RECEIVE_SIZE)
+            n = os.readv(fd, (buf,))
+        except BlockingIOError:
+            return None
+        except OSError as exc:  # reset, ...: what receive_some reports as a broken stream
+            raise ConnectionClosed() from exc
+        with memoryview(buf) as mv, mv[:n] as data:
+            splitter.feed(data)
+        return n
+
+    async def _receive(self, stream: trio.abc.Stream) -> int:
+        """Wait for bytes and receive them into the frame splitter; 0 at end of stream."""
         sock = getattr(stream, "socket", None)
         if sock is None:  # TLS: the stream decrypts into buffers of its own
             data = await stream.receive_some(_RECEIVE_SIZE)
             self.splitter.feed(data)
             return len(data)
-        try:
-            view = self.splitter.recv_buffer(_RECEIVE_SIZE)
-            if view is not None:
-                with view:
-                    n = await sock.recv_into(view)
-                self.splitter.commit(n)
+        while True:
+            await trio.lowlevel.wait_readable(sock)
+            n = self._receive_ready(sock.fileno())
+            if n is not None:
                 return n
-            buf = self.__dict__.get("_recv_buf")
-            if buf is None:
-                buf = self._recv_buf = bytearray(_SMALL_RECEIVE_SIZE)
-            n = await sock.recv_into(buf)
-        except OSError as exc:  # reset, timeout, ...: what receive_some reports as a broken stream
-            raise ConnectionClosed() from exc
-        with memoryview(buf) as mv, mv[:n] as data:
-            self.splitter.feed(data)
-        return n
 
     async def _process(self, frame: memoryview) -> None:
         ctx = RequestContext(broker=self.broker, peer=self.peer, listener_name=self.listener_name,
@@ -302,9 +320,13 @@ class Connection:
         if loop_monitor.ENABLED:  # slow steps are reported with the request they served
             loop_monitor.set_label(f"{API_NAMES.get(api_key, api_key)} v{version}")
         if limiter is None:
+            await trio.lowlevel.checkpoint()  # what acquiring the limiter does: see run()
             response = await self._dispatch(ctx, frame, api_key)
         else:
-            async with limiter:  # queued.max.requests: requests being handled at once
+            # queued.max.requests: requests being handled at once. Acquiring it is also the one
+            # point per request where this task lets the others run even when its socket never
+            # runs dry (a client pipelining requests): _receive_ready does not yield.
+            async with limiter:
                 response = await self._dispatch(ctx, frame, api_key)
         if response is not None:
             await self._send(response)
