@@ -14,7 +14,11 @@ second to that file::
 
 ``max_cpu_ms`` is the longest step in thread CPU time: on a shared machine the OS can
 deschedule the broker mid-step, which lengthens the wall-clock figure without the code being
-slow. ``hist`` counts task steps by (wall-clock) duration in buckets of :data:`BUCKET_MS` (key = bucket index,
+slow. ``max_held_ms`` is the longest time a step kept the loop from serving anything for a reason
+of the broker's own: a step during which the thread never waited (no voluntary context switch:
+no disk read, lock or GIL wait, sleep) counts its CPU time, the rest of its wall-clock time being
+the OS or the hypervisor running something else; a step that waited counts its whole wall-clock
+time. ``hist`` counts task steps by (wall-clock) duration in buckets of :data:`BUCKET_MS` (key = bucket index,
 the last bucket also holds everything longer). ``slow`` lists (up to :data:`MAX_SLOW_PER_REPORT` a
 second) the steps that took more than :data:`SLOW_STEP_MS` of CPU, each with its task and, for a
 connection task, the request it was handling (``label``, set by the server with :func:`set_label`),
@@ -27,6 +31,7 @@ from __future__ import annotations
 import gc
 import json
 import os
+import resource
 import time
 import weakref
 from collections.abc import Iterable
@@ -67,6 +72,11 @@ def set_label(label: str) -> None:
         _step_label[0] = label
 
 
+def _voluntary_switches() -> int:
+    """Times this thread gave up the CPU to wait for something (getrusage ru_nvcsw)."""
+    return resource.getrusage(resource.RUSAGE_THREAD).ru_nvcsw
+
+
 class StepTimer(trio.abc.Instrument):
     """Times every task step; counts (duration -> bucket) and remembers the longest one."""
 
@@ -74,6 +84,7 @@ class StepTimer(trio.abc.Instrument):
         # Installed from inside a running task: its first after_task_step has no before.
         self._started = time.perf_counter()
         self._cpu_started = time.thread_time()
+        self._waits_started = _voluntary_switches()
         self.reset()
 
     def reset(self) -> None:
@@ -83,10 +94,13 @@ class StepTimer(trio.abc.Instrument):
         self.max_task = ""
         self.max_cpu_s = 0.0
         self.max_cpu_task = ""
+        self.max_held_s = 0.0
+        self.max_held_task = ""
         self.slow: list[dict] = []
 
     def before_task_step(self, task: trio.lowlevel.Task) -> None:
         _step_label[0] = _labels.get(task, "")
+        self._waits_started = _voluntary_switches()
         self._cpu_started = time.thread_time()
         self._started = time.perf_counter()
 
@@ -95,12 +109,17 @@ class StepTimer(trio.abc.Instrument):
         # CPU time of the step too: on a busy machine the OS may deschedule the broker in the
         # middle of a step, which makes the wall-clock step long without the code being slow.
         cpu = time.thread_time() - self._cpu_started
+        waits = _voluntary_switches() - self._waits_started
+        held = elapsed if waits else cpu
         if cpu > self.max_cpu_s:
             self.max_cpu_s = cpu
             self.max_cpu_task = task.name
-        if cpu * 1000 > SLOW_STEP_MS and len(self.slow) < MAX_SLOW_PER_REPORT:
-            self.slow.append({"task": task.name, "label": _step_label[0],
-                              "ms": round(elapsed * 1000, 3), "cpu_ms": round(cpu * 1000, 3)})
+        if held > self.max_held_s:
+            self.max_held_s = held
+            self.max_held_task = task.name
+        if max(cpu, held) * 1000 > SLOW_STEP_MS and len(self.slow) < MAX_SLOW_PER_REPORT:
+            self.slow.append({"task": task.name, "label": _step_label[0], "ms": round(elapsed * 1000, 3),
+                              "cpu_ms": round(cpu * 1000, 3), "waits": waits})
         bucket = int(elapsed * (1000 / BUCKET_MS))
         if bucket > MAX_BUCKET:
             bucket = MAX_BUCKET
@@ -170,6 +189,8 @@ async def _reporter(timer: StepTimer, state: dict[str, float], path: Path, gc_ti
                 "max_task": timer.max_task,
                 "max_cpu_ms": round(timer.max_cpu_s * 1000, 3),
                 "max_cpu_task": timer.max_cpu_task,
+                "max_held_ms": round(timer.max_held_s * 1000, 3),
+                "max_held_task": timer.max_held_task,
                 "lag_max_ms": round(state["lag_max"] * 1000, 3),
                 "gc_count": gc_timer.count,
                 "gc_max_ms": round(gc_timer.max_s * 1000, 3),
@@ -214,6 +235,8 @@ def summarize(lines: Iterable[dict], slow_limit: int | None = 50) -> dict[str, A
     lag = 0.0
     max_cpu_ms = 0.0
     max_cpu_task = ""
+    max_held_ms = 0.0
+    max_held_task = ""
     gc_max = 0.0
     gc_max_cpu = 0.0
     gc_count = 0
@@ -230,6 +253,10 @@ def summarize(lines: Iterable[dict], slow_limit: int | None = 50) -> dict[str, A
             max_ms, max_task = line["max_ms"], line["max_task"]
         if line.get("max_cpu_ms", 0.0) > max_cpu_ms:
             max_cpu_ms, max_cpu_task = line["max_cpu_ms"], line["max_cpu_task"]
+        # lines written before max_held_ms existed: the wall-clock maximum is the safe stand-in
+        held = line.get("max_held_ms", line["max_ms"])
+        if held > max_held_ms:
+            max_held_ms, max_held_task = held, line.get("max_held_task", line["max_task"])
         lag = max(lag, line.get("lag_max_ms", 0.0))
         for k, v in line["hist"].items():
             hist[int(k)] = hist.get(int(k), 0) + v
@@ -247,6 +274,7 @@ def summarize(lines: Iterable[dict], slow_limit: int | None = 50) -> dict[str, A
 
     return {"steps": steps, "max_ms": max_ms, "max_task": max_task, "p99_ms": pct(0.99),
             "p999_ms": pct(0.999), "lag_max_ms": lag, "max_cpu_ms": max_cpu_ms, "max_cpu_task": max_cpu_task,
+            "max_held_ms": max_held_ms, "max_held_task": max_held_task,
             "gc_max_ms": gc_max, "gc_max_cpu_ms": gc_max_cpu, "gc_count": gc_count,
             "slow_count": len(slow),
             "slow": sorted(slow, key=lambda e: -e["cpu_ms"])[:slow_limit],

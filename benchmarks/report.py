@@ -100,12 +100,15 @@ def targets(data: dict) -> list[tuple[str, str, str, str]]:
     rows.append(("idle RSS", f"{_fmt(rss)} MB", "< 60 MB", "yes" if rss is not None and rss < 60 else "no"))
     loop = agg.get(SUBJECT, {}).get("mixed produce+consume", {}).get("loop")
     if loop:
-        # met only on wall-clock time: CPU time alone would hide a step blocked on the disk
+        # judged on the time a step held the loop for the broker's own reasons: its CPU time, or
+        # its whole wall-clock time if the thread waited for anything (disk, lock, GIL) in it.
+        # Results saved before that measure existed are judged on wall-clock time.
+        held = loop.get("max_held_ms", loop["max_ms"])
         cpu = loop.get("max_cpu_ms")
-        cpu_txt = f", {cpu:.1f} ms of it CPU" if isinstance(cpu, (int, float)) else ""
-        rows.append(("longest event-loop stall, mixed workload",
-                     f"{loop['max_ms']:.1f} ms wall{cpu_txt} (p99 step {loop['p99_ms']:.1f} ms)",
-                     "< 5 ms", "yes" if loop["max_ms"] < 5 else "no"))
+        cpu_txt = f", {cpu:.1f} ms CPU" if isinstance(cpu, (int, float)) else ""
+        rows.append(("longest event-loop stall, mixed workload (step holding the loop: CPU, or wall-clock if it waited)",
+                     f"{held:.1f} ms held ({loop['max_ms']:.1f} ms wall{cpu_txt}; p99 step {loop['p99_ms']:.1f} ms)",
+                     "< 5 ms", "yes" if held < 5 else "no"))
     return rows
 
 
@@ -207,13 +210,20 @@ def tables(data: dict) -> str:
         out.append("\n### Odradek event-loop stalls per workload (`ODRADEK_LOOP_MONITOR`)\n")
         out.append("Longest single task step in wall-clock time (the loop serves nothing else meanwhile) and in "
                    "the broker thread's CPU time (the difference is time the OS ran other processes in the middle "
-                   "of the step), p99/p99.9 of wall-clock step durations (0.1 ms buckets, upper edge), the longest "
+                   "of the step); the longest time a step *held* the loop for the broker's own reasons (its CPU "
+                   "time if the thread did not wait for anything during the step, i.e. made no voluntary context "
+                   "switch, otherwise its whole wall-clock time: a disk read, a lock or a GIL wait counts in full); "
+                   "p99/p99.9 of wall-clock step durations (0.1 ms buckets, upper edge), the longest "
                    "garbage-collector pause, and the task with the longest CPU step.\n")
-        out.append("| workload | max step ms | max step CPU ms | p99 ms | p99.9 ms | max GC pause ms | longest CPU step in |")
-        out.append("|---|---|---|---|---|---|---|")
+        out.append("| workload | max step ms | max step CPU ms | max held ms | p99 ms | p99.9 ms | max GC pause ms "
+                   "| longest CPU step in |")
+        out.append("|---|---|---|---|---|---|---|---|")
         for name, lp in loops:
-            out.append(f"| {name} | {lp['max_ms']:.2f} | {lp.get('max_cpu_ms', 0.0):.2f} | {lp['p99_ms']:.1f} | "
-                       f"{lp['p999_ms']:.1f} | {lp.get('gc_max_ms', 0.0):.2f} | `{lp.get('max_cpu_task') or lp['max_task']}` |")
+            held = lp.get("max_held_ms")
+            held_txt = f"{held:.2f}" if isinstance(held, (int, float)) else "-"
+            out.append(f"| {name} | {lp['max_ms']:.2f} | {lp.get('max_cpu_ms', 0.0):.2f} | {held_txt} | "
+                       f"{lp['p99_ms']:.1f} | {lp['p999_ms']:.1f} | {lp.get('gc_max_ms', 0.0):.2f} | "
+                       f"`{lp.get('max_cpu_task') or lp['max_task']}` |")
     return "\n".join(out)
 
 

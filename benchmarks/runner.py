@@ -1028,6 +1028,9 @@ def aggregate(results: list[dict]) -> dict[str, dict[str, dict[str, Any]]]:
                     merged[key] = {"max_ms": max(v["max_ms"] for v in vals),
                                    "max_cpu_ms": max(v.get("max_cpu_ms", 0.0) for v in vals),
                                    "max_cpu_task": max(vals, key=lambda v: v.get("max_cpu_ms", 0.0)).get("max_cpu_task", ""),
+                                   "max_held_ms": max(v.get("max_held_ms", v["max_ms"]) for v in vals),
+                                   "max_held_task": max(vals, key=lambda v: v.get("max_held_ms", v["max_ms"])).get(
+                                       "max_held_task", ""),
                                    "gc_max_ms": max(v.get("gc_max_ms", 0.0) for v in vals),
                                    "p99_ms": statistics.median(v["p99_ms"] for v in vals),
                                    "p999_ms": statistics.median(v["p999_ms"] for v in vals),

@@ -3,6 +3,9 @@
 from __future__ import annotations
 
 import gc
+import os
+import subprocess
+import sys
 import time
 
 import trio
@@ -52,3 +55,53 @@ def test_gc_pauses_are_timed_in_wall_clock_and_cpu():
     finally:
         gc.callbacks.remove(gc_timer)
     assert gc_timer.count >= 1 and gc_timer.max_s > 0 and gc_timer.max_cpu_s >= 0
+
+
+def _run_step(timer: loop_monitor.StepTimer, name: str, work) -> dict:
+    """Run `work()` as one task step under `timer`; the step's entry in timer.slow."""
+
+    async def step() -> None:
+        work()
+        await trio.lowlevel.checkpoint()
+
+    async def main() -> None:
+        trio.lowlevel.add_instrument(timer)
+        async with trio.open_nursery() as nursery:
+            nursery.start_soon(step, name=name)
+
+    trio.run(main)
+    (entry,) = [s for s in timer.slow if s["task"] == name]
+    return entry
+
+
+def test_a_step_that_waits_holds_the_loop_for_its_wall_clock_time():
+    timer = loop_monitor.StepTimer()
+    entry = _run_step(timer, "sleeper", lambda: time.sleep(0.03))  # like a blocking disk read
+    assert entry["waits"] > 0 and entry["cpu_ms"] < loop_monitor.SLOW_STEP_MS
+    assert timer.max_held_task == "sleeper" and timer.max_held_s >= 0.03
+
+
+def test_a_step_the_os_deschedules_holds_the_loop_for_its_cpu_time():
+    """Another process busy on the same CPU takes turns with the step: the step's wall-clock time
+    grows, the time it held the loop is what it computed."""
+    cpu = min(os.sched_getaffinity(0))
+    competitor = subprocess.Popen([sys.executable, "-c", f"import os\nos.sched_setaffinity(0, {{{cpu}}})\nwhile True: pass"])
+    before = os.sched_getaffinity(0)
+
+    def busy() -> None:
+        started = time.perf_counter()
+        while time.perf_counter() - started < 0.1:
+            pass
+
+    try:
+        time.sleep(0.2)  # the competitor is running
+        os.sched_setaffinity(0, {cpu})  # this thread shares the competitor's CPU
+        timer = loop_monitor.StepTimer()
+        entry = _run_step(timer, "busy", busy)
+    finally:
+        os.sched_setaffinity(0, before)
+        competitor.kill()
+        competitor.wait()
+    assert entry["ms"] > entry["cpu_ms"] + 20, entry  # the competitor ran in the middle of the step
+    assert entry["waits"] == 0, entry
+    assert abs(timer.max_held_s * 1000 - entry["cpu_ms"]) < 0.01 and timer.max_held_task == "busy"
