@@ -6,6 +6,7 @@ timings: an in-process broker runs its Trio loop in the thread named ``odradek-b
 
 from __future__ import annotations
 
+import socket
 import threading
 import time
 from contextlib import contextmanager
@@ -24,7 +25,7 @@ from odradek.logstore.time_index import TimeIndex
 from odradek.testing import running_broker
 from odradek.tools.client import BrokerConnection
 from odradek.wire import schema
-from odradek.wire.protocol import request_class
+from odradek.wire.protocol import encode_request, request_class
 from odradek.wire.records import SimpleRecord, build_batch
 
 CREATE_TOPICS, DELETE_TOPICS, CREATE_PARTITIONS, DESCRIBE_CLUSTER = 19, 20, 37, 60
@@ -255,3 +256,68 @@ def test_find_coordinator_makes_the_internal_topic_logs_in_a_worker_thread(broke
     with recording_threads(monkeypatch, PartitionLog, "open") as again:
         assert conn.send(10, find(key="second", key_type=key_type), version=3).error_code == 0
     assert again == []
+
+
+def _produce_batches(conn: BrokerConnection, topic: str, batches: int, records: int, size: int) -> None:
+    cls = request_class(PRODUCE)
+    for i in range(batches):
+        batch = bytearray(build_batch([SimpleRecord(bytes([i % 256]) * size, timestamp=int(time.time() * 1000))
+                                       for _ in range(records)]))
+        response = conn.send(PRODUCE, cls(transactional_id=None, acks=1, timeout_ms=10000, topic_data=[
+            cls.TopicProduceData(name=topic, partition_data=[cls.PartitionProduceData(index=0, records=batch)])]))
+        assert response.responses[0].partition_responses[0].error_code == 0
+
+
+def _fetch_request(running, topic: str, max_bytes: int):
+    cls = request_class(FETCH)
+    return cls(replica_id=-1, max_wait_ms=0, min_bytes=1, max_bytes=max_bytes, isolation_level=0,
+               session_id=0, session_epoch=-1, topics=[cls.FetchTopic(
+                   topic=topic, topic_id=running.broker.metadata.get(topic).topic_id,
+                   partitions=[cls.FetchPartition(partition=0, fetch_offset=0, partition_max_bytes=max_bytes)])])
+
+
+def test_a_big_fetch_response_is_sent_from_a_worker_thread(broker_conn, monkeypatch):
+    """Segment data of THREAD_SEND_BYTES or more leaves the loop: several consumers' copies into
+    their sockets run on several cores. Smaller responses are sent by the loop itself."""
+    running, conn = broker_conn
+    create_topic(conn, "big-fetch", 1)
+    _produce_batches(conn, "big-fetch", batches=4, records=1000, size=1000)  # ~4 MB in the segment
+    with recording_threads(monkeypatch, server, "_send_blocking") as senders:
+        small = conn.send(FETCH, _fetch_request(running, "big-fetch", 1 << 20))
+        assert senders == []
+        big = conn.send(FETCH, _fetch_request(running, "big-fetch", 16 << 20))
+    assert len(senders) == 1 and senders[0] != loop_thread_id()
+    small_records = small.responses[0].partitions[0].records
+    big_records = big.responses[0].partitions[0].records
+    assert 0 < len(small_records) < server.THREAD_SEND_BYTES <= len(big_records)
+    # the same bytes as the segment holds, whichever path sent them
+    log_file = running.broker.partition_log("big-fetch", 0).segments[0].log_path
+    assert bytes(big_records) == log_file.read_bytes()
+    assert bytes(small_records) == log_file.read_bytes()[:len(small_records)]
+
+
+def test_shutdown_does_not_wait_for_a_consumer_that_stopped_reading():
+    """A worker thread sending to a client that reads nothing more gives up when the broker stops."""
+    broker = running_broker()
+    running = broker.__enter__()
+    stalled = socket.socket()
+    try:
+        conn = BrokerConnection(running.host, running.port)
+        try:
+            create_topic(conn, "stalled", 1)
+            _produce_batches(conn, "stalled", batches=8, records=1000, size=1000)
+            version = conn.version_for(FETCH)
+        finally:
+            conn.close()
+        stalled.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 4096)
+        stalled.connect((running.host, running.port))
+        stalled.sendall(b"".join(bytes(p) for p in encode_request(
+            version, 1, _fetch_request(running, "stalled", 64 << 20), client_id="stalled")))
+        time.sleep(1)  # the ~8 MB answer cannot fit in the socket buffers: its sender waits for the client
+    finally:
+        # stopping in a thread of its own: a sender that never gives up would hang it, not this test
+        stopper = threading.Thread(target=broker.__exit__, args=(None, None, None), daemon=True)
+        stopper.start()
+        stopper.join(20)
+        stalled.close()
+    assert not stopper.is_alive(), "the broker did not stop while a send waited for a client"
