@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import gc
+import json
 import os
 import subprocess
 import sys
@@ -81,27 +82,41 @@ def test_a_step_that_waits_holds_the_loop_for_its_wall_clock_time():
     assert timer.max_held_task == "sleeper" and timer.max_held_s >= 0.03
 
 
+# Run in a fresh interpreter: a thread left behind by another test could make the busy step wait
+# for the GIL, which is a voluntary context switch and would rightly count the step in full.
+_DESCHEDULED_STEP = """
+import json, os, sys, time
+sys.path.insert(0, os.path.dirname(os.path.abspath(sys.argv[1])))
+from test_loop_monitor import _run_step
+from odradek import loop_monitor
+
+os.sched_setaffinity(0, {int(sys.argv[2])})  # the competitor's CPU
+
+def busy():
+    started = time.perf_counter()
+    while time.perf_counter() - started < 0.1:
+        pass
+
+timer = loop_monitor.StepTimer()
+entry = _run_step(timer, "busy", busy)
+print(json.dumps({"entry": entry, "held_ms": timer.max_held_s * 1000, "held_task": timer.max_held_task}))
+"""
+
+
 def test_a_step_the_os_deschedules_holds_the_loop_for_its_cpu_time():
     """Another process busy on the same CPU takes turns with the step: the step's wall-clock time
     grows, the time it held the loop is what it computed."""
     cpu = min(os.sched_getaffinity(0))
     competitor = subprocess.Popen([sys.executable, "-c", f"import os\nos.sched_setaffinity(0, {{{cpu}}})\nwhile True: pass"])
-    before = os.sched_getaffinity(0)
-
-    def busy() -> None:
-        started = time.perf_counter()
-        while time.perf_counter() - started < 0.1:
-            pass
-
     try:
         time.sleep(0.2)  # the competitor is running
-        os.sched_setaffinity(0, {cpu})  # this thread shares the competitor's CPU
-        timer = loop_monitor.StepTimer()
-        entry = _run_step(timer, "busy", busy)
+        out = subprocess.run([sys.executable, "-c", _DESCHEDULED_STEP, __file__, str(cpu)], capture_output=True,
+                             text=True, timeout=60, check=True).stdout
     finally:
-        os.sched_setaffinity(0, before)
         competitor.kill()
         competitor.wait()
+    result = json.loads(out)
+    entry = result["entry"]
     assert entry["ms"] > entry["cpu_ms"] + 20, entry  # the competitor ran in the middle of the step
     assert entry["waits"] == 0, entry
-    assert abs(timer.max_held_s * 1000 - entry["cpu_ms"]) < 0.01 and timer.max_held_task == "busy"
+    assert abs(result["held_ms"] - entry["cpu_ms"]) < 0.01 and result["held_task"] == "busy"
