@@ -160,6 +160,14 @@ def tables(data: dict) -> str:
         out.append(f"Physical baseline (median MB/s): loopback TCP {base['loopback_mbs']:,.0f}, file append "
                    f"{base['append_mbs']:,.0f}, file read {base['read_mbs']:,.0f}; produce figures are compared with "
                    f"min(loopback, append) = {plimit:,.0f}, the consumer with min(loopback, read) = {climit:,.0f}.")
+        to_file = base.get("loopback_to_file_mbs")
+        if to_file:
+            # a reference, not a target: what one thread gets doing only the two copies of a produce
+            best = _best(agg, ("1KiB base", "wire 1KiB base"))
+            share = f"; Odradek's `{best[0]}` reached {best[1] / to_file:.2f}x of it" if best else ""
+            out.append(f"For reference (not a target): one process receiving over loopback and appending each "
+                       f"piece to a file in the same thread, i.e. the two copies of a produce and nothing else, "
+                       f"moved {to_file:,.0f} MB/s{share}.")
     gen_rows = [n for n in names if any(_get(agg, b, n, "gen_cpu_s_per_gb") is not None for b in brokers)]
     if gen_rows:
         out.append("\n### Load generators' own CPU (s per GB of payload; client processes' utime+stime)\n")

@@ -681,25 +681,34 @@ def go_latency(exe: Path, bootstrap: str, topic: str, partitions: int, rate: int
 # Physical baseline
 # ---------------------------------------------------------------------------------------------
 
-def _loopback_receiver(port: int, total: int) -> None:
+def _loopback_receiver(port: int, total: int, append_to: str | None = None) -> None:
+    """Receive `total` bytes; with `append_to`, also append each piece to that file (one thread:
+    the two copies a broker's produce path makes, and nothing else)."""
+    fd = os.open(append_to, os.O_CREAT | os.O_WRONLY | os.O_TRUNC, 0o644) if append_to else -1
     with socket.create_server(("127.0.0.1", port)) as srv:
         print("ready", flush=True)
         conn, _ = srv.accept()
         buf = bytearray(4 * MIB)
+        view = memoryview(buf)
         got = 0
         while got < total:
             n = conn.recv_into(buf)
             if not n:
                 break
+            if fd >= 0:
+                os.write(fd, view[:n])
             got += n
         conn.close()
+    if fd >= 0:
+        os.close(fd)
 
 
-def physical_baseline(total: int, workdir: Path) -> dict[str, float]:
-    """MB/s of loopback TCP between two processes and of sequential file append / read (no fsync)."""
+def _loopback_seconds(total: int, append_to: Path | None = None) -> float:
+    """Seconds to send `total` bytes over loopback TCP to a receiver process (appending them to a
+    file too with `append_to`), from the first send until the receiver has everything."""
     port = free_port()
-    recv = subprocess.Popen([sys.executable, __file__, "_loopback", str(port), str(total)],
-                            stdout=subprocess.PIPE, text=True)
+    recv = subprocess.Popen([sys.executable, __file__, "_loopback", str(port), str(total),
+                             *([str(append_to)] if append_to else [])], stdout=subprocess.PIPE, text=True)
     assert recv.stdout is not None
     recv.stdout.readline()
     chunk = memoryview(os.urandom(MIB))
@@ -709,8 +718,15 @@ def physical_baseline(total: int, workdir: Path) -> dict[str, float]:
             s.sendall(chunk)
         s.shutdown(socket.SHUT_WR)
         recv.wait()
-        loop_s = time.perf_counter() - t0
+        return time.perf_counter() - t0
+
+
+def physical_baseline(total: int, workdir: Path) -> dict[str, float]:
+    """MB/s of loopback TCP between two processes, of sequential file append / read (no fsync),
+    and of loopback into a receiver that appends what it receives to a file in the same thread."""
+    loop_s = _loopback_seconds(total)
     path = workdir / "baseline.bin"
+    chunk = memoryview(os.urandom(MIB))
     fd = os.open(path, os.O_CREAT | os.O_WRONLY | os.O_TRUNC, 0o644)
     t0 = time.perf_counter()
     for _ in range(total // MIB):
@@ -725,7 +741,11 @@ def physical_baseline(total: int, workdir: Path) -> dict[str, float]:
     read_s = time.perf_counter() - t0
     os.close(fd)
     path.unlink()
-    return {"loopback_mbs": total / loop_s / MB, "append_mbs": total / append_s / MB, "read_mbs": total / read_s / MB}
+    # last, so that its dirty pages do not slow the plain append and read above
+    to_file_s = _loopback_seconds(total, path)
+    path.unlink()
+    return {"loopback_mbs": total / loop_s / MB, "append_mbs": total / append_s / MB, "read_mbs": total / read_s / MB,
+            "loopback_to_file_mbs": total / to_file_s / MB}
 
 
 # ---------------------------------------------------------------------------------------------
@@ -1137,7 +1157,7 @@ def _child(argv: list[str]) -> int:
     """Entry points of the helper processes the runner starts (names begin with '_')."""
     cmd, rest = argv[0], argv[1:]
     if cmd == "_loopback":
-        _loopback_receiver(int(rest[0]), int(rest[1]))
+        _loopback_receiver(int(rest[0]), int(rest[1]), rest[2] if len(rest) > 2 else None)
     elif cmd == "_lat-producer":
         latency_producer(rest[0], rest[1], int(rest[2]), float(rest[3]), int(rest[4]))
     elif cmd == "_lat-consumer":
