@@ -5,7 +5,8 @@ channel until the response is sent), so clients that pipeline several requests g
 answers in order. Odradek does the same: each connection task reads frames, hands each to
 its handler and writes the response before taking the next frame. Record bytes of fetch
 responses go from the segment files to the socket with ``os.sendfile`` (plaintext listeners;
-TLS listeners read the slice and encrypt it).
+TLS listeners read the slice and encrypt it), from a worker thread when a response carries
+THREAD_SEND_BYTES or more of them.
 
 Limits (Kafka's names, docs/reliability.md):
 
