@@ -8,7 +8,7 @@ from __future__ import annotations
 import time
 
 import pytest
-from confluent_kafka import KafkaError, KafkaException, Producer
+from confluent_kafka import KafkaError, KafkaException, Producer, TopicCollection
 from confluent_kafka.admin import AdminClient
 from confluent_kafka.admin import ConfigResource as CkConfigResource
 from kafka import KafkaProducer
@@ -287,6 +287,14 @@ def _scenario(bootstrap: str) -> dict[str, object]:
     res = CkConfigResource("TOPIC", "orders", incremental_configs=[
         ConfigEntry("retention.ms", "3600000", incremental_operation=AlterConfigOpType.SET)])
     out["alter orders"] = _code(lambda: list(alice.incremental_alter_configs([res]).values())[0].result(20))
+    # authorized operations as each principal sees them (Metadata, DescribeCluster, DescribeGroups)
+    topics = alice.describe_topics(TopicCollection(["orders"]), request_timeout=20, include_authorized_operations=True)
+    out["alice's operations on orders"] = sorted(op.name for op in topics["orders"].result(20).authorized_operations)
+    for who, client in (("alice", alice), ("admin", root)):
+        cluster = client.describe_cluster(request_timeout=20, include_authorized_operations=True).result(20)
+        out[f"{who}'s operations on the cluster"] = sorted(op.name for op in cluster.authorized_operations or [])
+    groups = bob.describe_consumer_groups(["g1"], request_timeout=20, include_authorized_operations=True)
+    out["bob's operations on g1"] = sorted(op.name for op in groups["g1"].result(20).authorized_operations or [])
     producer = Producer({**_ck(bootstrap, "alice"), "transactional.id": "tx-oracle"})
     out["init txn"] = _code(lambda: producer.init_transactions(20))
     kp = KafkaProducer(**_kp(bootstrap, "bob"), enable_idempotence=True, max_block_ms=15000)

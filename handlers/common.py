@@ -6,6 +6,7 @@ from typing import TYPE_CHECKING, Any
 
 from ..logstore import errors as log_errors
 from ..logstore import producer_state as producer_errors
+from ..security.acl import authorized_operations
 from ..wire.errors import ErrorCode
 
 if TYPE_CHECKING:
@@ -13,6 +14,20 @@ if TYPE_CHECKING:
 
 # Kafka's "authorized operations not requested" marker (Integer.MIN_VALUE).
 AUTHORIZED_OPERATIONS_OMITTED = -(2**31)
+
+# The operations each resource type supports (Kafka's AclEntry.supportedOperations), by code:
+# READ(3) WRITE(4) CREATE(5) DELETE(6) ALTER(7) DESCRIBE(8) CLUSTER_ACTION(9) DESCRIBE_CONFIGS(10)
+# ALTER_CONFIGS(11) IDEMPOTENT_WRITE(12)
+TOPIC_OPERATIONS = (3, 4, 5, 6, 7, 8, 10, 11)
+CLUSTER_OPERATIONS = (5, 7, 8, 9, 10, 11, 12)
+GROUP_OPERATIONS = (3, 6, 8, 10, 11)
+
+
+def operations_bits(ctx: Any, resource_type: int, name: str, operations: tuple[int, ...]) -> int:
+    """Kafka's authorized-operations bit field for a resource: the `operations` the request's
+    principal may do on it, or all of them when no authorizer is configured (AuthHelper)."""
+    ops = authorized_operations(ctx, resource_type, name, operations)
+    return sum(1 << op for op in operations) if ops is None else ops
 
 _LOG_ERROR_CODES: tuple[tuple[type[Exception], ErrorCode], ...] = (
     (log_errors.CorruptRecordError, ErrorCode.CORRUPT_MESSAGE),

@@ -31,7 +31,7 @@ from ..security.acl import (
 from ..wire.errors import ErrorCode
 from ..wire.primitives import Uuid
 from ..wire.protocol import response_class, supported_versions
-from .common import AUTHORIZED_OPERATIONS_OMITTED, advertised_endpoint
+from .common import AUTHORIZED_OPERATIONS_OMITTED, GROUP_OPERATIONS, advertised_endpoint, operations_bits
 from .registry import RequestContext, handles
 from .topics import ensure_internal_topic
 
@@ -67,7 +67,6 @@ ConsumerGroupDescribeResponse = response_class(CONSUMER_GROUP_DESCRIBE_KEY)
 
 # Bits of a group's operations (AclEntry.supportedOperations(GROUP) in Kafka 4.x, which has group
 # configs): READ(3) DELETE(6) DESCRIBE(8) DESCRIBE_CONFIGS(10) ALTER_CONFIGS(11)
-GROUP_OPERATIONS = (3, 6, 8, 10, 11)
 GROUP_ALL_OPERATIONS = sum(1 << op for op in GROUP_OPERATIONS)
 
 # Kafka's Errors.message() of the authorization errors
@@ -712,7 +711,7 @@ async def handle_consumer_group_heartbeat(ctx: RequestContext, header, request) 
 async def handle_consumer_group_describe(ctx: RequestContext, header, request) -> object:
     coordinator = _coordinator(ctx)
     R = ConsumerGroupDescribeResponse
-    ops = GROUP_ALL_OPERATIONS if request.include_authorized_operations else AUTHORIZED_OPERATIONS_OMITTED
+    include_ops = request.include_authorized_operations
     meta = ctx.broker.metadata
 
     def assignment(tps: dict[str, set[int]]) -> object:
@@ -729,6 +728,7 @@ async def handle_consumer_group_describe(ctx: RequestContext, header, request) -
                                group_state="", authorized_operations=AUTHORIZED_OPERATIONS_OMITTED, members=[])
               for gid in request.group_ids if not allowed(OP_DESCRIBE, RT_GROUP, gid)]
     for group_id in _kafka_order(coordinator, [g for g in request.group_ids if allowed(OP_DESCRIBE, RT_GROUP, g)]):
+        ops = operations_bits(ctx, RT_GROUP, group_id, GROUP_OPERATIONS) if include_ops else AUTHORIZED_OPERATIONS_OMITTED
         group = coordinator.describe_group(group_id) if coordinator is not None else None
         if coordinator is None:
             groups.append(R.DescribedGroup(error_code=int(ErrorCode.COORDINATOR_NOT_AVAILABLE), group_id=group_id,

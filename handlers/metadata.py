@@ -11,10 +11,19 @@ import logging
 import weakref
 
 from ..cluster_metadata import Topic, validate_topic_name
+from ..security.acl import CLUSTER_NAME as ACL_CLUSTER
+from ..security.acl import RT_CLUSTER, RT_TOPIC, authorizer_for
 from ..wire.errors import ErrorCode
 from ..wire.primitives import Uuid
 from ..wire.protocol import response_class, supported_versions
-from .common import AUTHORIZED_OPERATIONS_OMITTED, advertised_endpoint, partition_leader_epoch
+from .common import (
+    AUTHORIZED_OPERATIONS_OMITTED,
+    CLUSTER_OPERATIONS,
+    TOPIC_OPERATIONS,
+    advertised_endpoint,
+    operations_bits,
+    partition_leader_epoch,
+)
 from .registry import RequestContext, handles
 
 log = logging.getLogger(__name__)
@@ -25,11 +34,8 @@ Broker_ = MetadataResponse.MetadataResponseBroker
 TopicMeta = MetadataResponse.MetadataResponseTopic
 PartitionMeta = MetadataResponse.MetadataResponsePartition
 
-# All operations a topic supports, as the bitfield Kafka returns when authorization is off:
-# READ(3) WRITE(4) CREATE(5) DELETE(6) ALTER(7) DESCRIBE(8) DESCRIBE_CONFIGS(10) ALTER_CONFIGS(11)
-TOPIC_ALL_OPERATIONS = sum(1 << op for op in (3, 4, 5, 6, 7, 8, 10, 11))
-# CREATE(5) ALTER(7) DESCRIBE(8) CLUSTER_ACTION(9) DESCRIBE_CONFIGS(10) ALTER_CONFIGS(11) IDEMPOTENT_WRITE(12)
-CLUSTER_ALL_OPERATIONS = sum(1 << op for op in (5, 7, 8, 9, 10, 11, 12))
+# All operations a topic supports, as the bitfield Kafka returns when authorization is off
+TOPIC_ALL_OPERATIONS = sum(1 << op for op in TOPIC_OPERATIONS)
 
 
 # Built topic entries, per broker, by everything they show: a Metadata request for every topic
@@ -40,6 +46,9 @@ _topic_cache: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
 
 def topic_metadata(ctx: RequestContext, topic: Topic, include_ops: bool) -> object:
     broker = ctx.broker
+    if include_ops and authorizer_for(broker) is not None:
+        # what the principal may do on the topic: not an entry to share with other requests
+        return _build_topic_metadata(ctx, topic, include_ops)
     # partition leader epochs change only when the broker (re)starts: a new broker, a new cache
     key = (topic.name, topic.topic_id, topic.partitions, topic.is_internal, broker.node_id, include_ops)
     try:
@@ -83,7 +92,8 @@ def _build_topic_metadata(ctx: RequestContext, topic: Topic, include_ops: bool) 
         topic_id=topic.topic_id,
         is_internal=topic.is_internal,
         partitions=partitions,
-        topic_authorized_operations=TOPIC_ALL_OPERATIONS if include_ops else AUTHORIZED_OPERATIONS_OMITTED,
+        topic_authorized_operations=(
+            operations_bits(ctx, RT_TOPIC, topic.name, TOPIC_OPERATIONS) if include_ops else AUTHORIZED_OPERATIONS_OMITTED),
     )
 
 
@@ -137,7 +147,8 @@ async def handle_metadata(ctx: RequestContext, header, request) -> object:
         controller_id=broker.node_id,
         topics=topics,
         cluster_authorized_operations=(
-            CLUSTER_ALL_OPERATIONS if request.include_cluster_authorized_operations else AUTHORIZED_OPERATIONS_OMITTED
+            operations_bits(ctx, RT_CLUSTER, ACL_CLUSTER, CLUSTER_OPERATIONS)
+            if request.include_cluster_authorized_operations else AUTHORIZED_OPERATIONS_OMITTED
         ),
         error_code=0,
     )
@@ -169,6 +180,7 @@ async def handle_describe_cluster(ctx: RequestContext, header, request) -> objec
         brokers=[DescribeClusterResponse.DescribeClusterBroker(
             broker_id=broker.node_id, host=host, port=port, rack=None, is_fenced=False)],
         cluster_authorized_operations=(
-            CLUSTER_ALL_OPERATIONS if request.include_cluster_authorized_operations else AUTHORIZED_OPERATIONS_OMITTED
+            operations_bits(ctx, RT_CLUSTER, ACL_CLUSTER, CLUSTER_OPERATIONS)
+            if request.include_cluster_authorized_operations else AUTHORIZED_OPERATIONS_OMITTED
         ),
     )

@@ -14,10 +14,11 @@ import weakref
 import trio
 
 from ..cluster_metadata import Topic, random_uuid, validate_topic_name
+from ..security.acl import RT_TOPIC
 from ..wire.errors import ErrorCode
 from ..wire.primitives import Uuid
 from ..wire.protocol import response_class, supported_versions
-from .common import partition_leader_epoch
+from .common import TOPIC_OPERATIONS, operations_bits, partition_leader_epoch
 from .configs import InvalidConfig, topic_config_entries, validate_topic_configs
 from .metadata import TOPIC_ALL_OPERATIONS
 from .registry import RequestContext, handles
@@ -354,7 +355,8 @@ async def handle_describe_topic_partitions(ctx: RequestContext, header, request)
         budget -= end - start
         topics.append(R.DescribeTopicPartitionsResponseTopic(
             error_code=0, name=name, topic_id=topic.topic_id, is_internal=topic.is_internal,
-            partitions=partitions, topic_authorized_operations=TOPIC_ALL_OPERATIONS))
+            partitions=partitions,
+            topic_authorized_operations=operations_bits(ctx, RT_TOPIC, name, TOPIC_OPERATIONS)))
         if end < topic.partitions:
             next_cursor = R.Cursor(topic_name=name, partition_index=end)
             break

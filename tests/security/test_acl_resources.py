@@ -474,6 +474,7 @@ def test_describe_topic_partitions_needs_describe_on_each_topic(tmp_path: Path) 
     async def test() -> None:
         listed = await call(broker, 75, 0, topics=[], response_partition_limit=100)
         assert [(t.name, t.error_code) for t in listed.topics] == [("b-seen", 0)]
+        assert listed.topics[0].topic_authorized_operations == 1 << OP_DESCRIBE  # what alice may do, not all
         named = await call(broker, 75, 0, response_partition_limit=100, topics=[
             R.TopicRequest(name=n) for n in ("c-hidden", "b-seen", "a-hidden")])
         # the describable ones first, the refused ones after them with no topic id (Kafka's handler)
@@ -483,6 +484,34 @@ def test_describe_topic_partitions_needs_describe_on_each_topic(tmp_path: Path) 
         assert named.topics[1].topic_id == named.topics[1].topic_id.__class__.ZERO
         only_refused = await call(broker, 75, 0, response_partition_limit=100, topics=[R.TopicRequest(name="a-hidden")])
         assert [(t.name, t.error_code) for t in only_refused.topics] == [("a-hidden", E.TOPIC_AUTHORIZATION_FAILED)]
+
+    run(broker, test)
+
+
+def test_metadata_and_describe_cluster_report_the_principals_operations(tmp_path: Path) -> None:
+    """Kafka's AuthHelper.authorizedOperations: the operations the principal may do (implied ones
+    included), not every operation the resource type supports."""
+    broker = _broker(tmp_path, allow(RT_TOPIC, "orders", OP_WRITE), allow(RT_TOPIC, "orders", OP_ALTER_CONFIGS),
+                     allow(RT_CLUSTER, CLUSTER_NAME, OP_IDEMPOTENT_WRITE))
+    broker.metadata.create_topic("orders", 1, {})
+    broker.cluster_id = "acl-test-cluster"
+    R = request_class(3)
+
+    async def test() -> None:
+        for principal, topic_ops, cluster_ops in (
+                # WRITE implies DESCRIBE, ALTER_CONFIGS implies DESCRIBE_CONFIGS
+                ("User:alice", {OP_WRITE, OP_DESCRIBE, OP_ALTER_CONFIGS, OP_DESCRIBE_CONFIGS}, {OP_IDEMPOTENT_WRITE}),
+                ("User:admin", {3, 4, 5, 6, 7, 8, 10, 11}, {5, 7, 8, 9, 10, 11, 12})):
+            meta = await call(broker, 3, 12, principal=principal, topics=[R.MetadataRequestTopic(name="orders")],
+                              allow_auto_topic_creation=False, include_topic_authorized_operations=True)
+            assert meta.topics[0].topic_authorized_operations == sum(1 << op for op in topic_ops), principal
+            # the cached entry of one principal is not another's
+            cluster = await call(broker, 60, 0, principal=principal, include_cluster_authorized_operations=True)
+            assert cluster.cluster_authorized_operations == sum(1 << op for op in cluster_ops), principal
+        meta = await call(broker, 3, 10, principal="User:alice", topics=[R.MetadataRequestTopic(name="orders")],
+                          allow_auto_topic_creation=False, include_topic_authorized_operations=True,
+                          include_cluster_authorized_operations=True)
+        assert meta.cluster_authorized_operations == 1 << OP_IDEMPOTENT_WRITE
 
     run(broker, test)
 
