@@ -107,6 +107,26 @@ def test_describe_groups_per_group_and_authorized_operations(tmp_path: Path) -> 
     run(broker, test)
 
 
+def test_consumer_group_describe_reports_the_principals_operations(tmp_path: Path) -> None:
+    broker = _broker(tmp_path, allow(RT_GROUP, "cg", OP_DESCRIBE))
+    broker.metadata.create_topic("t", 1, {})
+
+    async def test() -> None:
+        await _commit(broker, "other")  # the coordinator's internal topic, as in the tests above
+        joined = await call(broker, 68, 0, principal="User:admin", group_id="cg", member_id="", member_epoch=0,
+                            rebalance_timeout_ms=5000, subscribed_topic_names=["t"], server_assignor="range",
+                            topic_partitions=[])
+        assert joined.error_code == 0
+        for principal, ops in (("User:alice", (OP_DESCRIBE,)), ("User:admin", (OP_READ, OP_DELETE, OP_DESCRIBE,
+                                                                               OP_DESCRIBE_CONFIGS, OP_ALTER_CONFIGS))):
+            described = await call(broker, 69, 0, principal=principal, group_ids=["cg"],
+                                   include_authorized_operations=True)
+            assert described.groups[0].error_code == 0
+            assert described.groups[0].authorized_operations == sum(1 << op for op in ops), principal
+
+    run(broker, test)
+
+
 def test_delete_groups_needs_delete(tmp_path: Path) -> None:
     broker = _broker(tmp_path, allow(RT_GROUP, "g1", OP_DESCRIBE), allow(RT_GROUP, "g2", OP_DELETE))
     broker.metadata.create_topic("t", 1, {})
