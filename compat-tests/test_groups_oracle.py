@@ -221,8 +221,11 @@ def scenario(bootstrap: str) -> list[tuple[str, Any]]:
 
 
 def _offsets_log_shape(log_dir: Path, groups: set[str]) -> dict[str, list]:
-    """Per __consumer_offsets partition, the batches of `groups`: headers (without offsets, CRC and
-    timestamps) and record keys, value versions and value sizes (what does not depend on clocks)."""
+    """Per __consumer_offsets partition, the records of `groups` in log order, each with its batch's
+    header (without offsets, CRC, timestamps and record counts) and its key, value version and value
+    size (what does not depend on clocks). Kafka 4.1's coordinator runtime puts writes that arrive
+    while its previous batch is being written into one batch (adaptive
+    group.coordinator.append.linger.ms), so where its batches end depends on timing."""
     from odradek.group_coordinator.records import decode_record
     from odradek.wire.records import iter_batches
 
@@ -236,8 +239,8 @@ def _offsets_log_shape(log_dir: Path, groups: set[str]) -> dict[str, list]:
                            for r in batch.records()]
                 if not any(decode_record(k, None).group in groups for k, _ in records):
                     continue
-                items.append(((h.magic, h.attributes, h.producer_id, h.producer_epoch, h.base_sequence,
-                               h.record_count, h.last_offset_delta), records))
+                head = (h.magic, h.attributes, h.producer_id, h.producer_epoch, h.base_sequence)
+                items.extend((head, record) for record in records)
         if items:
             shape[part.name] = items
     return shape
