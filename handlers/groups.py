@@ -25,7 +25,6 @@ from ..security.acl import (
     RT_GROUP,
     RT_TOPIC,
     RT_TRANSACTIONAL_ID,
-    authorized_operations,
     permits,
 )
 from ..wire.errors import ErrorCode
@@ -535,9 +534,7 @@ async def handle_describe_groups(ctx: RequestContext, header, request) -> object
     for group_id in _kafka_order(coordinator, [g for g in request.groups if allowed(OP_DESCRIBE, RT_GROUP, g)]):
         group = _describe(coordinator, group_id, version, include_ops)
         if include_ops and group.error_code == 0:
-            ops = authorized_operations(ctx, RT_GROUP, group_id, GROUP_OPERATIONS)
-            if ops is not None:
-                group.authorized_operations = ops
+            group.authorized_operations = operations_bits(ctx, RT_GROUP, group_id, GROUP_OPERATIONS)
         described.append(group)
     return DescribeGroupsResponse(throttle_time_ms=0, groups=described)
 
