@@ -101,12 +101,13 @@ def targets(data: dict) -> list[tuple[str, str, str, str]]:
     loop = agg.get(SUBJECT, {}).get("mixed produce+consume", {}).get("loop")
     if loop:
         # judged on the time a step held the loop for the broker's own reasons: its CPU time, or
-        # its whole wall-clock time if the thread waited for anything (disk, lock, GIL) in it.
-        # Results saved before that measure existed are judged on wall-clock time.
+        # if the thread waited for anything (disk, lock, GIL) in it, its wall-clock time less the
+        # time it then queued for a CPU. Results saved before that measure existed are judged on
+        # wall-clock time.
         held = loop.get("max_held_ms", loop["max_ms"])
         cpu = loop.get("max_cpu_ms")
         cpu_txt = f", {cpu:.1f} ms CPU" if isinstance(cpu, (int, float)) else ""
-        rows.append(("longest event-loop stall, mixed workload (step holding the loop: CPU, or wall-clock if it waited)",
+        rows.append(("longest event-loop stall, mixed workload (step holding the loop: CPU, or wall-clock less CPU queueing if it waited)",
                      f"{held:.1f} ms held ({loop['max_ms']:.1f} ms wall{cpu_txt}; p99 step {loop['p99_ms']:.1f} ms)",
                      "< 5 ms", "yes" if held < 5 else "no"))
     return rows
@@ -220,7 +221,8 @@ def tables(data: dict) -> str:
                    "the broker thread's CPU time (the difference is time the OS ran other processes in the middle "
                    "of the step); the longest time a step *held* the loop for the broker's own reasons (its CPU "
                    "time if the thread did not wait for anything during the step, i.e. made no voluntary context "
-                   "switch, otherwise its whole wall-clock time: a disk read, a lock or a GIL wait counts in full); "
+                   "switch, otherwise its wall-clock time less the time the thread was ready to run but queued for "
+                   "a CPU (schedstat `run_delay`): a disk read, a lock or a GIL wait counts in full); "
                    "p99/p99.9 of wall-clock step durations (0.1 ms buckets, upper edge), the longest "
                    "garbage-collector pause, and the task with the longest CPU step.\n")
         out.append("| workload | max step ms | max step CPU ms | max held ms | p99 ms | p99.9 ms | max GC pause ms "

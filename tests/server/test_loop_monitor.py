@@ -9,6 +9,7 @@ import subprocess
 import sys
 import time
 
+import pytest
 import trio
 
 from odradek import loop_monitor
@@ -93,6 +94,8 @@ from odradek import loop_monitor
 os.sched_setaffinity(0, {int(sys.argv[2])})  # the competitor's CPU
 
 def busy():
+    if sys.argv[3] == "wait-first":
+        time.sleep(0.002)  # a short wait (a voluntary context switch), as for a disk read
     started = time.perf_counter()
     while time.perf_counter() - started < 0.1:
         pass
@@ -103,20 +106,40 @@ print(json.dumps({"entry": entry, "held_ms": timer.max_held_s * 1000, "held_task
 """
 
 
-def test_a_step_the_os_deschedules_holds_the_loop_for_its_cpu_time():
-    """Another process busy on the same CPU takes turns with the step: the step's wall-clock time
-    grows, the time it held the loop is what it computed."""
+def _step_beside_a_competitor(mode: str) -> dict:
+    """Run _DESCHEDULED_STEP pinned to one CPU with a busy process pinned to the same CPU."""
     cpu = min(os.sched_getaffinity(0))
     competitor = subprocess.Popen([sys.executable, "-c", f"import os\nos.sched_setaffinity(0, {{{cpu}}})\nwhile True: pass"])
     try:
         time.sleep(0.2)  # the competitor is running
-        out = subprocess.run([sys.executable, "-c", _DESCHEDULED_STEP, __file__, str(cpu)], capture_output=True,
+        out = subprocess.run([sys.executable, "-c", _DESCHEDULED_STEP, __file__, str(cpu), mode], capture_output=True,
                              text=True, timeout=60, check=True).stdout
     finally:
         competitor.kill()
         competitor.wait()
-    result = json.loads(out)
+    return json.loads(out)
+
+
+def test_a_step_the_os_deschedules_holds_the_loop_for_its_cpu_time():
+    """Another process busy on the same CPU takes turns with the step: the step's wall-clock time
+    grows, the time it held the loop is what it computed."""
+    result = _step_beside_a_competitor("busy")
     entry = result["entry"]
     assert entry["ms"] > entry["cpu_ms"] + 20, entry  # the competitor ran in the middle of the step
     assert entry["waits"] == 0, entry
     assert abs(result["held_ms"] - entry["cpu_ms"]) < 0.01 and result["held_task"] == "busy"
+
+
+def test_a_step_that_waits_does_not_count_the_time_it_queued_for_a_cpu():
+    """A step waits briefly, then computes while another process shares its CPU: the time it was
+    ready to run but queued behind the competitor (schedstat run_delay) is not the loop's doing."""
+    if loop_monitor.RunDelay()() == 0:
+        pytest.skip("this kernel keeps no schedstat run_delay (CONFIG_SCHED_INFO off)")
+    result = _step_beside_a_competitor("wait-first")
+    entry = result["entry"]
+    assert entry["waits"] > 0, entry
+    assert entry["queued_ms"] > 20, entry  # the competitor ran while the step was ready
+    assert entry["ms"] - entry["queued_ms"] < 0.1 * 1000 / 2 + 20, entry
+    # held: the wait and the computing, not the queueing
+    assert entry["held_ms"] < entry["ms"] - 20, entry
+    assert abs(result["held_ms"] - entry["held_ms"]) < 0.01 and result["held_task"] == "busy"
