@@ -8,7 +8,7 @@ from __future__ import annotations
 import time
 
 import pytest
-from confluent_kafka import KafkaError, KafkaException, Producer, TopicCollection
+from confluent_kafka import Consumer, KafkaError, KafkaException, Producer, TopicCollection
 from confluent_kafka.admin import AdminClient
 from confluent_kafka.admin import ConfigResource as CkConfigResource
 from kafka import KafkaProducer
@@ -33,6 +33,10 @@ from kafka.errors import (
 from kafka_oracle import free_port, port_accepts
 from test_security_acl import JAAS
 from test_security_acl import _client as _kp
+
+from odradek.tools.client import BrokerConnection
+from odradek.tools.client_security import ClientSecurity
+from odradek.wire.protocol import request_class
 
 
 def _ck(bootstrap: str, user: str) -> dict[str, object]:
@@ -303,7 +307,47 @@ def _scenario(bootstrap: str) -> dict[str, object]:
     kp = KafkaProducer(**_kp(bootstrap, "alice"), enable_idempotence=True, max_block_ms=15000)
     out["idempotent alice"] = _code(lambda: kp.send("orders", b"x").get(15))
     kp.close(timeout=5)
+    out["consumer group describe"] = _consumer_group_describe(bootstrap)
     return out
+
+
+def _member(bootstrap: str, group: str, topics: list[str]) -> Consumer:
+    """A KIP-848 consumer (the admin) of `group` that holds an assignment."""
+    consumer = Consumer({**_ck(bootstrap, "admin"), "group.id": group, "group.protocol": "consumer"})
+    consumer.subscribe(topics)
+    deadline = time.time() + 60
+    while len({tp.topic for tp in consumer.assignment()}) < len(topics):
+        assert time.time() < deadline, consumer.assignment()
+        consumer.poll(0.2)
+    return consumer
+
+
+def _consumer_group_describe(bootstrap: str) -> list[tuple]:
+    """ConsumerGroupDescribe as alice (DESCRIBE on the groups and on `orders`, not on `private`):
+    each group's error, message, operations and the topics its members are assigned."""
+    _grant(bootstrap, _acl("User:alice", ACLOperation.DESCRIBE, ResourceType.GROUP, "cg-open"),
+           _acl("User:alice", ACLOperation.DESCRIBE, ResourceType.GROUP, "cg-private"),
+           _acl("User:alice", ACLOperation.DESCRIBE, ResourceType.GROUP, "cg-missing"))
+    members = [_member(bootstrap, "cg-open", ["orders"]), _member(bootstrap, "cg-private", ["orders", "private"])]
+    try:
+        time.sleep(3)  # the ACLs are published
+        host, port = bootstrap.rsplit(":", 1)
+        conn = BrokerConnection(host, int(port), security=ClientSecurity.from_properties({
+            "security.protocol": "SASL_PLAINTEXT", "sasl.mechanism": "PLAIN",
+            "sasl.jaas.config": 'org.apache.kafka.common.security.plain.PlainLoginModule required '
+                                'username="alice" password="alice-pw";'}))
+        try:
+            # one broker: it coordinates every group
+            response = conn.send(69, request_class(69)(
+                group_ids=["cg-open", "cg-private", "cg-missing"], include_authorized_operations=True), version=0)
+        finally:
+            conn.close()
+    finally:
+        for member in members:
+            member.close()
+    return sorted((g.group_id, g.error_code, g.error_message, g.authorized_operations,
+                   sorted({tp.topic_name for m in g.members for tp in m.assignment.topic_partitions}))
+                  for g in response.groups)
 
 
 def test_same_answers_as_kafka(kafka_broker_factory, odradek_broker_factory) -> None:
@@ -311,3 +355,6 @@ def test_same_answers_as_kafka(kafka_broker_factory, odradek_broker_factory) -> 
     ours = _scenario(_start_secured(odradek_broker_factory, "odradek"))
     assert ours == theirs
     assert theirs["delete g1"] == KafkaError.GROUP_AUTHORIZATION_FAILED
+    # the KIP-848 group with a member assigned `private` is hidden from alice
+    assert [g[:2] for g in theirs["consumer group describe"]] == [
+        ("cg-missing", KafkaError.GROUP_ID_NOT_FOUND), ("cg-open", 0), ("cg-private", KafkaError.TOPIC_AUTHORIZATION_FAILED)]

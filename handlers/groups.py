@@ -725,17 +725,20 @@ async def handle_consumer_group_describe(ctx: RequestContext, header, request) -
                                group_state="", authorized_operations=AUTHORIZED_OPERATIONS_OMITTED, members=[])
               for gid in request.group_ids if not allowed(OP_DESCRIBE, RT_GROUP, gid)]
     for group_id in _kafka_order(coordinator, [g for g in request.group_ids if allowed(OP_DESCRIBE, RT_GROUP, g)]):
-        ops = operations_bits(ctx, RT_GROUP, group_id, GROUP_OPERATIONS) if include_ops else AUTHORIZED_OPERATIONS_OMITTED
+        # KafkaApis fills in the operations of the groups described without an error only
         group = coordinator.describe_group(group_id) if coordinator is not None else None
         if coordinator is None:
             groups.append(R.DescribedGroup(error_code=int(ErrorCode.COORDINATOR_NOT_AVAILABLE), group_id=group_id,
-                                           group_state="", authorized_operations=ops, members=[]))
+                                           group_state="", authorized_operations=AUTHORIZED_OPERATIONS_OMITTED,
+                                           members=[]))
             continue
         if not isinstance(group, ConsumerGroup):
             message = f"Group {group_id} not found." if group is None else f"Group {group_id} is not a consumer group."
             groups.append(R.DescribedGroup(error_code=int(ErrorCode.GROUP_ID_NOT_FOUND), error_message=message,
-                                           group_id=group_id, group_state="", authorized_operations=ops, members=[]))
+                                           group_id=group_id, group_state="",
+                                           authorized_operations=AUTHORIZED_OPERATIONS_OMITTED, members=[]))
             continue
+        ops = operations_bits(ctx, RT_GROUP, group_id, GROUP_OPERATIONS) if include_ops else AUTHORIZED_OPERATIONS_OMITTED
         members = [
             R.Member(
                 member_id=m.member_id, instance_id=m.instance_id, rack_id=m.rack_id, member_epoch=m.member_epoch,
@@ -750,4 +753,18 @@ async def handle_consumer_group_describe(ctx: RequestContext, header, request) -
             assignment_epoch=group.assignment_epoch, assignor_name=group.assignor_name, members=members,
             authorized_operations=ops,
         ))
-    return R(throttle_time_ms=0, groups=groups)
+    return R(throttle_time_ms=0, groups=[_hide_undescribable_topics(R, g, allowed) for g in groups])
+
+
+def _hide_undescribable_topics(R: Any, group: Any, allowed: Any) -> Any:
+    """KafkaApis: a client may not see topics it cannot DESCRIBE, so a group whose members are
+    assigned (or about to be) such a topic is answered as TOPIC_AUTHORIZATION_FAILED, members and
+    all left out."""
+    for member in group.members:
+        for assignment in (member.assignment, member.target_assignment):
+            if any(not allowed(OP_DESCRIBE, RT_TOPIC, tp.topic_name) for tp in assignment.topic_partitions):
+                return R.DescribedGroup(
+                    error_code=int(ErrorCode.TOPIC_AUTHORIZATION_FAILED), group_id=group.group_id, group_state="",
+                    error_message="The group has described topic(s) that the client is not authorized to describe.",
+                    authorized_operations=AUTHORIZED_OPERATIONS_OMITTED, members=[])
+    return group

@@ -108,7 +108,7 @@ def test_describe_groups_per_group_and_authorized_operations(tmp_path: Path) -> 
 
 
 def test_consumer_group_describe_reports_the_principals_operations(tmp_path: Path) -> None:
-    broker = _broker(tmp_path, allow(RT_GROUP, "cg", OP_DESCRIBE))
+    broker = _broker(tmp_path, allow(RT_GROUP, "cg", OP_DESCRIBE), allow(RT_TOPIC, "t", OP_DESCRIBE))
     broker.metadata.create_topic("t", 1, {})
 
     async def test() -> None:
@@ -123,6 +123,40 @@ def test_consumer_group_describe_reports_the_principals_operations(tmp_path: Pat
                                    include_authorized_operations=True)
             assert described.groups[0].error_code == 0
             assert described.groups[0].authorized_operations == sum(1 << op for op in ops), principal
+
+    run(broker, test)
+
+
+def test_consumer_group_describe_hides_groups_with_topics_the_principal_cannot_describe(tmp_path: Path) -> None:
+    """KafkaApis: a group whose members are assigned a topic the client may not DESCRIBE is answered
+    TOPIC_AUTHORIZATION_FAILED with no members; operations only for groups found without an error."""
+    broker = _broker(tmp_path, allow(RT_GROUP, "g", OP_DESCRIBE, pt=PT_PREFIXED), allow(RT_TOPIC, "open", OP_DESCRIBE))
+    broker.metadata.create_topic("open", 1, {})
+    broker.metadata.create_topic("secret", 1, {})
+
+    async def test() -> None:
+        await _commit(broker, "other", topic="open")
+        for group, topics in (("g-open", ["open"]), ("g-secret", ["open", "secret"])):
+            joined = await call(broker, 68, 0, principal="User:admin", group_id=group, member_id="", member_epoch=0,
+                                rebalance_timeout_ms=5000, subscribed_topic_names=topics, server_assignor="range",
+                                topic_partitions=[])
+            assert joined.error_code == 0
+        described = await call(broker, 69, 0, group_ids=["g-open", "g-secret", "g-missing"],
+                               include_authorized_operations=True)
+        by_id = {g.group_id: g for g in described.groups}
+        assert by_id["g-open"].error_code == 0 and by_id["g-open"].members
+        assert by_id["g-open"].authorized_operations == 1 << OP_DESCRIBE
+        hidden = by_id["g-secret"]
+        assert (hidden.error_code, hidden.members) == (E.TOPIC_AUTHORIZATION_FAILED, [])
+        assert hidden.error_message == "The group has described topic(s) that the client is not authorized to describe."
+        assert hidden.authorized_operations == -2147483648
+        missing = by_id["g-missing"]
+        assert (missing.error_code, missing.authorized_operations) == (E.GROUP_ID_NOT_FOUND, -2147483648)
+        # the super user sees both groups in full
+        described = await call(broker, 69, 0, principal="User:admin", group_ids=["g-secret"])
+        assert described.groups[0].error_code == 0
+        assert {tp.topic_name for m in described.groups[0].members for tp in m.assignment.topic_partitions} == {
+            "open", "secret"}
 
     run(broker, test)
 
