@@ -6,7 +6,7 @@ answers in order. Odradek does the same: each connection task reads frames, hand
 its handler and writes the response before taking the next frame. Record bytes of fetch
 responses go from the segment files to the socket with ``os.sendfile`` (plaintext listeners;
 TLS listeners read the slice and encrypt it), from a worker thread when a response carries
-THREAD_SEND_BYTES or more of them.
+THREAD_SEND_BYTES or more of them, or when they are not in the page cache.
 
 Limits (Kafka's names, docs/reliability.md):
 
@@ -59,6 +59,10 @@ _COALESCE_LIMIT = 64 * 1024
 # Responses with at least this much segment data are sent from a worker thread (see _send): the
 # hand-off costs ~0.1-0.2 ms, sendfile of 1 MiB about as much.
 THREAD_SEND_BYTES = 2 << 20
+# Smaller responses go to a thread too when their segment data is not in the page cache: probed
+# once per _PROBE_STRIDE (a read-ahead window's order of size) with preadv's RWF_NOWAIT (Linux).
+_PROBE_STRIDE = 256 << 10
+_RWF_NOWAIT = getattr(os, "RWF_NOWAIT", 0)
 _RECEIVE_SIZE = 256 * 1024
 # Reads between frames (headers, small requests) go through a reused buffer of this size.
 _SMALL_RECEIVE_SIZE = 64 * 1024
@@ -398,7 +402,8 @@ class Connection:
         if sock is None:
             await self._send_to_stream(items)
             return
-        if sum(item.size for item in items if isinstance(item, FileSlice)) >= THREAD_SEND_BYTES:
+        slice_bytes = sum(item.size for item in items if isinstance(item, FileSlice))
+        if slice_bytes >= THREAD_SEND_BYTES or (slice_bytes and not _in_page_cache(items)):
             await trio.to_thread.run_sync(_send_blocking, sock.fileno(), items, self.peer)
             return
         for _ in _send_steps(sock.fileno(), items, self.peer):
@@ -424,6 +429,33 @@ class Connection:
             await self.stream.send_all(chunk)
             offset += len(chunk)
             remaining -= len(chunk)
+
+
+def _in_page_cache(items: list) -> bool:
+    """Whether the segment data of a response is (as far as a cheap probe can tell) in the page
+    cache, so that sendfile will copy it without waiting for the disk: a one-byte read with
+    RWF_NOWAIT (which fails instead of going to the disk) every _PROBE_STRIDE of each file slice
+    and at its last byte. Old data a consumer replays after a restart is not; sending it from the
+    loop would stop every other connection for the disk reads. True where the probe is missing."""
+    if not _RWF_NOWAIT:
+        return True
+    probe = (bytearray(1),)
+    for item in items:
+        if not isinstance(item, FileSlice) or item.size <= 0:
+            continue
+        fd = item.file.fileno()
+        position, last = item.position, item.position + item.size - 1
+        while True:
+            try:
+                os.preadv(fd, probe, position, _RWF_NOWAIT)
+            except BlockingIOError:
+                return False
+            except OSError:
+                return True  # the send reports what is wrong with the file
+            if position >= last:
+                break
+            position = min(position + _PROBE_STRIDE, last)
+    return True
 
 
 def _coalesced(items: list) -> Iterator[bytes | FileSlice]:

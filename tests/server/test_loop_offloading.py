@@ -6,6 +6,7 @@ timings: an in-process broker runs its Trio loop in the thread named ``odradek-b
 
 from __future__ import annotations
 
+import os
 import socket
 import threading
 import time
@@ -294,6 +295,42 @@ def test_a_big_fetch_response_is_sent_from_a_worker_thread(broker_conn, monkeypa
     log_file = running.broker.partition_log("big-fetch", 0).segments[0].log_path
     assert bytes(big_records) == log_file.read_bytes()
     assert bytes(small_records) == log_file.read_bytes()[:len(small_records)]
+
+
+def _evict_from_page_cache(path) -> bool:
+    """Write `path`'s pages back and drop them from the page cache; False if they stayed."""
+    fd = os.open(path, os.O_RDONLY)
+    try:
+        os.fsync(fd)
+        os.posix_fadvise(fd, 0, 0, os.POSIX_FADV_DONTNEED)
+        try:
+            os.preadv(fd, (bytearray(1),), os.fstat(fd).st_size - 1, os.RWF_NOWAIT)
+        except BlockingIOError:
+            return True
+        return False
+    finally:
+        os.close(fd)
+
+
+@pytest.mark.skipif(not hasattr(os, "RWF_NOWAIT"), reason="preadv RWF_NOWAIT is Linux-only")
+def test_a_fetch_of_data_not_in_the_page_cache_is_sent_from_a_worker_thread(broker_conn, monkeypatch):
+    """A consumer replaying old data (not in the page cache) must not stop the loop for the disk:
+    even a small response goes to a worker thread then; once the data is cached, the loop sends it."""
+    running, conn = broker_conn
+    create_topic(conn, "cold-fetch", 1)
+    _produce_batches(conn, "cold-fetch", batches=4, records=250, size=1000)  # ~1 MB
+    log_file = running.broker.partition_log("cold-fetch", 0).segments[0].log_path
+    if not _evict_from_page_cache(log_file):
+        pytest.skip(f"the file system kept {log_file} in the page cache after POSIX_FADV_DONTNEED")
+    with recording_threads(monkeypatch, server, "_send_blocking") as senders:
+        cold = conn.send(FETCH, _fetch_request(running, "cold-fetch", 1 << 20))
+        assert len(senders) == 1 and senders[0] != loop_thread_id()
+        warm = conn.send(FETCH, _fetch_request(running, "cold-fetch", 1 << 20))
+        assert len(senders) == 1  # sendfile brought the pages in: the loop sent this one
+    cold_records = cold.responses[0].partitions[0].records
+    assert 0 < len(cold_records) < server.THREAD_SEND_BYTES
+    assert bytes(cold_records) == bytes(warm.responses[0].partitions[0].records)
+    assert bytes(cold_records) == log_file.read_bytes()[:len(cold_records)]
 
 
 def test_shutdown_does_not_wait_for_a_consumer_that_stopped_reading():
