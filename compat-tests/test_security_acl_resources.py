@@ -36,6 +36,7 @@ from test_security_acl import _client as _kp
 
 from odradek.tools.client import BrokerConnection
 from odradek.tools.client_security import ClientSecurity
+from odradek.wire.primitives import Uuid
 from odradek.wire.protocol import request_class
 
 
@@ -308,6 +309,7 @@ def _scenario(bootstrap: str) -> dict[str, object]:
     out["idempotent alice"] = _code(lambda: kp.send("orders", b"x").get(15))
     kp.close(timeout=5)
     out["consumer group describe"] = _consumer_group_describe(bootstrap)
+    out["describe topic partitions"] = _describe_topic_partitions(bootstrap)
     return out
 
 
@@ -322,6 +324,37 @@ def _member(bootstrap: str, group: str, topics: list[str]) -> Consumer:
     return consumer
 
 
+def _alice_connection(bootstrap: str) -> BrokerConnection:
+    """A raw connection as alice (SASL PLAIN), for the APIs the stock clients here do not send."""
+    host, port = bootstrap.rsplit(":", 1)
+    return BrokerConnection(host, int(port), security=ClientSecurity.from_properties({
+        "security.protocol": "SASL_PLAINTEXT", "sasl.mechanism": "PLAIN",
+        "sasl.jaas.config": 'org.apache.kafka.common.security.plain.PlainLoginModule required '
+                            'username="alice" password="alice-pw";'}))
+
+
+def _describe_topic_partitions(bootstrap: str) -> list[tuple]:
+    """DescribeTopicPartitions and Metadata as alice of a topic she may use, one she may not, and a
+    missing one she may describe: each topic's error, id presence, partitions and operations, in
+    answer order."""
+    _grant(bootstrap, _acl("User:alice", ACLOperation.DESCRIBE, ResourceType.TOPIC, "ghost"))
+    time.sleep(3)  # the ACL is published
+    conn = _alice_connection(bootstrap)
+    try:
+        cls = request_class(75)
+        response = conn.send(75, cls(topics=[cls.TopicRequest(name=n) for n in ("private", "ghost", "orders")],
+                                     response_partition_limit=2000, cursor=None), version=0)
+        cls = request_class(3)
+        metadata = conn.send(3, cls(topics=[cls.MetadataRequestTopic(name=n) for n in ("private", "ghost", "orders")],
+                                    allow_auto_topic_creation=False, include_topic_authorized_operations=True),
+                             version=12)
+    finally:
+        conn.close()
+    return [(api, t.name, t.error_code, t.topic_id != Uuid.ZERO, len(t.partitions), t.topic_authorized_operations)
+            for api, answer in (("DescribeTopicPartitions", response), ("Metadata", metadata))
+            for t in answer.topics]
+
+
 def _consumer_group_describe(bootstrap: str) -> list[tuple]:
     """ConsumerGroupDescribe as alice (DESCRIBE on the groups and on `orders`, not on `private`):
     each group's error, message, operations and the topics its members are assigned."""
@@ -331,11 +364,7 @@ def _consumer_group_describe(bootstrap: str) -> list[tuple]:
     members = [_member(bootstrap, "cg-open", ["orders"]), _member(bootstrap, "cg-private", ["orders", "private"])]
     try:
         time.sleep(3)  # the ACLs are published
-        host, port = bootstrap.rsplit(":", 1)
-        conn = BrokerConnection(host, int(port), security=ClientSecurity.from_properties({
-            "security.protocol": "SASL_PLAINTEXT", "sasl.mechanism": "PLAIN",
-            "sasl.jaas.config": 'org.apache.kafka.common.security.plain.PlainLoginModule required '
-                                'username="alice" password="alice-pw";'}))
+        conn = _alice_connection(bootstrap)
         try:
             # one broker: it coordinates every group
             response = conn.send(69, request_class(69)(

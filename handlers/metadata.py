@@ -97,8 +97,11 @@ def _build_topic_metadata(ctx: RequestContext, topic: Topic, include_ops: bool) 
     )
 
 
-def _error_topic(name: str | None, code: ErrorCode, topic_id: Uuid = Uuid.ZERO) -> object:
-    return TopicMeta(error_code=int(code), name=name, topic_id=topic_id, is_internal=False, partitions=[])
+def _error_topic(name: str | None, code: ErrorCode, topic_id: Uuid = Uuid.ZERO, ops: int | None = None) -> object:
+    topic = TopicMeta(error_code=int(code), name=name, topic_id=topic_id, is_internal=False, partitions=[])
+    if ops is not None:
+        topic.topic_authorized_operations = ops
+    return topic
 
 
 @handles(METADATA_KEY, 0, supported_versions(METADATA_KEY)[1])
@@ -116,11 +119,14 @@ async def handle_metadata(ctx: RequestContext, header, request) -> object:
         # v0-v3 always allowed auto-creation; the flag exists from v4.
         allow_create = request.allow_auto_topic_creation if version >= 4 else True
         auto_create = allow_create and broker.config.get("auto.create.topics.enable")
+        # KafkaApis' order: unknown topic ids, the topics found, then the ones not found
+        unknown_ids: list = []
+        missing: list = []
         for wanted in request.topics:
             if wanted.name is None:
                 topic = meta.by_id(wanted.topic_id)
                 if topic is None:
-                    topics.append(_error_topic(None, ErrorCode.UNKNOWN_TOPIC_ID, wanted.topic_id))
+                    unknown_ids.append(_error_topic(None, ErrorCode.UNKNOWN_TOPIC_ID, wanted.topic_id))
                 else:
                     topics.append(topic_metadata(ctx, topic, include_ops))
                 continue
@@ -128,18 +134,22 @@ async def handle_metadata(ctx: RequestContext, header, request) -> object:
             if topic is not None:
                 topics.append(topic_metadata(ctx, topic, include_ops))
                 continue
+            # KafkaApis fills in the principal's operations for topics it answers by name with an
+            # error too (not for unknown topic ids)
+            ops = operations_bits(ctx, RT_TOPIC, wanted.name, TOPIC_OPERATIONS) if include_ops else None
             problem = validate_topic_name(wanted.name)
             if problem is not None:
-                topics.append(_error_topic(wanted.name, ErrorCode.INVALID_TOPIC_EXCEPTION))
+                missing.append(_error_topic(wanted.name, ErrorCode.INVALID_TOPIC_EXCEPTION, ops=ops))
             elif auto_create and not wanted.name.startswith("__"):
                 from .topics import admin_lock, create_topic  # noqa: PLC0415 - topics imports this module
                 async with admin_lock(broker):
                     if meta.get(wanted.name) is None:  # not created by another request meanwhile
                         partitions = int(broker.config.get("num.partitions"))
                         await create_topic(broker, wanted.name, partitions, {})
-                topics.append(_error_topic(wanted.name, ErrorCode.UNKNOWN_TOPIC_OR_PARTITION))
+                missing.append(_error_topic(wanted.name, ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, ops=ops))
             else:
-                topics.append(_error_topic(wanted.name, ErrorCode.UNKNOWN_TOPIC_OR_PARTITION))
+                missing.append(_error_topic(wanted.name, ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, ops=ops))
+        topics = unknown_ids + topics + missing
     return MetadataResponse(
         throttle_time_ms=0,
         brokers=[Broker_(node_id=broker.node_id, host=host, port=port, rack=None)],

@@ -20,7 +20,6 @@ from ..wire.primitives import Uuid
 from ..wire.protocol import response_class, supported_versions
 from .common import TOPIC_OPERATIONS, operations_bits, partition_leader_epoch
 from .configs import InvalidConfig, topic_config_entries, validate_topic_configs
-from .metadata import TOPIC_ALL_OPERATIONS
 from .registry import RequestContext, handles
 
 CREATE_TOPICS_KEY = 19
@@ -338,7 +337,9 @@ async def handle_describe_topic_partitions(ctx: RequestContext, header, request)
         if topic is None:
             topics.append(R.DescribeTopicPartitionsResponseTopic(
                 error_code=int(ErrorCode.UNKNOWN_TOPIC_OR_PARTITION), name=name, topic_id=Uuid.ZERO,
-                is_internal=False, partitions=[], topic_authorized_operations=TOPIC_ALL_OPERATIONS))
+                is_internal=False, partitions=[],
+                # KafkaApis fills in the principal's operations for every topic it answers
+                topic_authorized_operations=operations_bits(ctx, RT_TOPIC, name, TOPIC_OPERATIONS)))
             continue
         start = cursor.partition_index if cursor is not None and cursor.topic_name == name else 0
         if budget <= 0:

@@ -542,6 +542,27 @@ def test_describe_topic_partitions_needs_describe_on_each_topic(tmp_path: Path) 
     run(broker, test)
 
 
+def test_missing_topics_get_the_principals_operations_and_come_after_the_found_ones(tmp_path: Path) -> None:
+    """KafkaApis sets topic_authorized_operations on every topic answered by name, a missing one
+    too, and Metadata lists unknown topic ids, the topics found, then the ones not found."""
+    broker = _broker(tmp_path, allow(RT_TOPIC, "ghost", OP_DESCRIBE), allow(RT_TOPIC, "orders", OP_WRITE))
+    broker.metadata.create_topic("orders", 1, {})
+    broker.cluster_id = "acl-test-cluster"
+    M, D = request_class(3), request_class(75)
+
+    async def test() -> None:
+        meta = await call(broker, 3, 12, topics=[M.MetadataRequestTopic(name=n) for n in ("ghost", "orders")],
+                          allow_auto_topic_creation=False, include_topic_authorized_operations=True)
+        assert [(t.name, t.error_code, t.topic_authorized_operations) for t in meta.topics] == [
+            ("orders", 0, (1 << OP_WRITE) | (1 << OP_DESCRIBE)),
+            ("ghost", E.UNKNOWN_TOPIC_OR_PARTITION, 1 << OP_DESCRIBE)]
+        described = await call(broker, 75, 0, response_partition_limit=100, topics=[D.TopicRequest(name="ghost")])
+        assert [(t.name, t.error_code, t.topic_authorized_operations) for t in described.topics] == [
+            ("ghost", E.UNKNOWN_TOPIC_OR_PARTITION, 1 << OP_DESCRIBE)]
+
+    run(broker, test)
+
+
 def test_metadata_and_describe_cluster_report_the_principals_operations(tmp_path: Path) -> None:
     """Kafka's AuthHelper.authorizedOperations: the operations the principal may do (implied ones
     included), not every operation the resource type supports."""
