@@ -347,6 +347,11 @@ def write_report(data: dict[str, Any], output: Path) -> None:
         "response's structure (record sets stay views into the buffer) and walks the batch headers to advance "
         "the offsets and count records (it checks the count); no record is decoded. Its own CPU per GB is "
         "reported next to the broker's.",
+        "* kafka-python rows (`benchmarks/kafka_python_load.py`, for comparison): the pure-Python client, which "
+        "encodes and decodes every record in the interpreter and so measures itself far more than the broker. "
+        "One `KafkaProducer` (acks=1, linger_ms=5, batch_size 1 MiB, as librdkafka's defaults) sends 32 MiB of "
+        "1 KiB records round-robin over 6 partitions (time: first send to the last acknowledgement); one "
+        "`KafkaConsumer` assigned every partition of the catch-up topic reads its first 64 MiB from offset 0.",
         f"* Latency (this run's load client: {latency_client(data)}). With Go installed the runner builds and "
         "uses `benchmarks/latency_client`: one franz-go process with a producer and a consumer client on their own "
         "connections, the same settings, value layout and percentiles as the Python pair described next, records "

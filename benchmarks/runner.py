@@ -480,6 +480,10 @@ def kcat_consumer(bootstrap: str, topic: str, count: int, logs: Path, tail: bool
 
 
 WIRE_LOAD = Path(__file__).resolve().parent / "wire_load.py"
+KAFKA_PYTHON_LOAD = Path(__file__).resolve().parent / "kafka_python_load.py"
+# kafka-python moves 20-50 MB/s (it is the bottleneck): small amounts keep its rows short
+KAFKA_PYTHON_PRODUCE_BYTES = 32 * MIB
+KAFKA_PYTHON_CONSUME_BYTES = 64 * MIB
 
 
 def wire_processes(mode: str, bootstrap: str, topic: str, per_process: list[list[str]],
@@ -863,6 +867,25 @@ class Session:
                  gen_cpu_s_per_gb=sum(s["cpu_seconds"] for s in stats) / (nbytes / 1e9), bytes=nbytes,
                  **self._loop_stats(wall0, wall1))
 
+    def kafka_python(self, mode: str, topic: str, records: int, name: str) -> None:
+        """A kafka-python process (benchmarks/kafka_python_load.py) producing or consuming `records`
+        1 KiB records: the pure-Python client next to the kcat rows, for comparison."""
+        cpu0, wall0 = proc_cpu_seconds(self.t.pid), time.time()
+        proc = subprocess.run([sys.executable, str(KAFKA_PYTHON_LOAD), mode, "--bootstrap", self.t.bootstrap,
+                               "--topic", topic, "--records", str(records)],
+                              capture_output=True, text=True, timeout=900)
+        if proc.returncode != 0:
+            raise RuntimeError(f"kafka-python {mode} failed: {proc.stderr[-2000:]}")
+        cpu = proc_cpu_seconds(self.t.pid) - cpu0
+        out = json.loads(proc.stdout.strip().splitlines()[-1])
+        if mode == "produce" and end_offsets(self.t.bootstrap, topic) != out["records"]:
+            raise RuntimeError(f"{self.t.name}: {topic} does not hold the {out['records']} records produced")
+        nbytes = out["bytes"]
+        self.add(name, mode, mbs=nbytes / out["seconds"] / MB, rps=out["records"] / out["seconds"],
+                 seconds=out["seconds"], cpu_s_per_gb=cpu / (nbytes / 1e9),
+                 gen_cpu_s_per_gb=out["cpu_seconds"] / (nbytes / 1e9), bytes=nbytes,
+                 **self._loop_stats(wall0, time.time()))
+
     def catchup(self) -> str:
         """Produce the catch-up topic, then time a consumer reading all of it from offset 0."""
         w = Produce("catch-up produce (1KiB, 6p)")
@@ -885,6 +908,8 @@ class Session:
         if self.p.wire_matrix:
             self.wire_consume(topic)
             self.wire_consume(topic, connections=2)
+        self.kafka_python("consume", topic, self._bytes(KAFKA_PYTHON_CONSUME_BYTES) // 1024,
+                          "kafka-python consumer from 0")
         return topic
 
     def recovery(self, topic: str) -> None:
@@ -991,6 +1016,11 @@ class Session:
                     self.produce(w)
                 for ww in self.p.wire_matrix:
                     self.wire_produce(ww)
+                topic = self._topic("kafka-python")
+                admin_create_topic(t.bootstrap, topic, BASE.partitions)
+                settle()
+                self.kafka_python("produce", topic, self._bytes(KAFKA_PYTHON_PRODUCE_BYTES) // 1024,
+                                  "kafka-python 1KiB")
                 self.mixed()
             else:
                 self.latency(warm_up=True)

@@ -47,6 +47,12 @@ def test_runner_quick_tiny(tmp_path: Path, kcat: str) -> None:
             "wire consumer catch-up from 0, 2 connections"} <= workloads
     wire = next(r for r in data["results"] if r["workload"] == "wire 1KiB base")["metrics"]
     assert wire["gen_cpu_s_per_gb"] > 0 and wire["bytes"] > 0
+    # and kafka-python's, for comparison (the runner checks the produced count with ListOffsets)
+    assert {"kafka-python 1KiB", "kafka-python consumer from 0"} <= workloads
+    for name in ("kafka-python 1KiB", "kafka-python consumer from 0"):
+        metrics = next(r for r in data["results"] if r["workload"] == name)["metrics"]
+        assert metrics["bytes"] > 0 and metrics["gen_cpu_s_per_gb"] > 0, name
+    assert "kafka-python 1KiB" in text
 
 
 def test_wire_load_generator(odradek_broker_factory, tmp_path: Path) -> None:
