@@ -310,6 +310,7 @@ def _scenario(bootstrap: str) -> dict[str, object]:
     kp.close(timeout=5)
     out["consumer group describe"] = _consumer_group_describe(bootstrap)
     out["describe topic partitions"] = _describe_topic_partitions(bootstrap)
+    out["offset commit order"] = _offset_commit_order(bootstrap)
     return out
 
 
@@ -353,6 +354,40 @@ def _describe_topic_partitions(bootstrap: str) -> list[tuple]:
     return [(api, t.name, t.error_code, t.topic_id != Uuid.ZERO, len(t.partitions), t.topic_authorized_operations)
             for api, answer in (("DescribeTopicPartitions", response), ("Metadata", metadata))
             for t in answer.topics]
+
+
+def _offset_commit_order(bootstrap: str) -> list[tuple]:
+    """OffsetCommit as alice (READ on the group, `ledger`, `orders` and the missing `ghost`, not
+    `private`) of a topic she may commit to, a refused topic, a known topic with one unknown
+    partition, and a missing topic: the answer's topics and partitions in order, with their errors."""
+    admin = KafkaAdminClient(**_kp(bootstrap, "admin"))
+    admin.create_topics([NewTopic("ledger", 1, 1)])
+    admin.close()
+    _grant(bootstrap, _acl("User:alice", ACLOperation.READ, ResourceType.GROUP, "cg-commit"),
+           _acl("User:alice", ACLOperation.READ, ResourceType.TOPIC, "orders"),
+           _acl("User:alice", ACLOperation.READ, ResourceType.TOPIC, "ledger"),
+           _acl("User:alice", ACLOperation.READ, ResourceType.TOPIC, "ghost"))
+    time.sleep(3)  # the ACLs and the topic are published
+    cls = request_class(8)
+    wanted = (("ledger", (0,)), ("private", (0,)), ("orders", (0, 5)), ("ghost", (0,)))
+    conn = _alice_connection(bootstrap)
+    try:
+        deadline = time.time() + 60
+        while True:
+            response = conn.send(8, cls(group_id="cg-commit", generation_id_or_member_epoch=-1, member_id="",
+                                        group_instance_id=None, retention_time_ms=-1, topics=[
+                cls.OffsetCommitRequestTopic(name=name, partitions=[
+                    cls.OffsetCommitRequestPartition(partition_index=i, committed_offset=1, committed_leader_epoch=-1,
+                                                     committed_metadata="") for i in indexes])
+                for name, indexes in wanted]), version=8)
+            codes = {p.error_code for t in response.topics for p in t.partitions}
+            # Kafka answers COORDINATOR_NOT_AVAILABLE / NOT_COORDINATOR while it loads the group
+            if not codes & {14, 15, 16} or time.time() > deadline:
+                break
+            time.sleep(0.5)
+    finally:
+        conn.close()
+    return [(t.name, [(p.partition_index, p.error_code) for p in t.partitions]) for t in response.topics]
 
 
 def _consumer_group_describe(bootstrap: str) -> list[tuple]:

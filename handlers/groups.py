@@ -322,27 +322,25 @@ async def handle_offset_commit(ctx: RequestContext, header, request) -> object:
     now = coordinator.now_ms() if coordinator is not None else 0
     retention_ms = request.retention_time_ms if 2 <= version <= 4 else -1
     max_metadata = coordinator.cfg("offset.metadata.max.bytes") if coordinator is not None else 4096
-    results: dict[tuple[str, int], ErrorCode] = {}
-    order: list[tuple[str, list[int]]] = []
+    # KafkaApis answers refused and unknown topics/partitions first, as it meets them, and then merges
+    # in the coordinator's results (appended to a topic already answered, else as new topics after).
+    answered: dict[str, list[tuple[int, ErrorCode]]] = {}
+    checked: list[tuple[str, int, ErrorCode]] = []  # what the coordinator answers, in request order
     commits = []
     allowed = permits(ctx)  # READ on the group is checked before (security.acl.enforce)
     for topic in request.topics:
         meta = broker.metadata.get(topic.name) if broker.metadata is not None else None
         readable = allowed(OP_READ, RT_TOPIC, topic.name)
-        indexes = []
         for p in topic.partitions:
-            tp = (topic.name, p.partition_index)
-            indexes.append(p.partition_index)
-            # Unauthorized, then unknown topics are answered before the coordinator looks at the group
-            # (Kafka's order).
+            index = p.partition_index
             if not readable:
-                results[tp] = ErrorCode.TOPIC_AUTHORIZATION_FAILED
-            elif meta is None or not 0 <= p.partition_index < meta.partitions:
-                results[tp] = ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
+                answered.setdefault(topic.name, []).append((index, ErrorCode.TOPIC_AUTHORIZATION_FAILED))
+            elif meta is None or not 0 <= index < meta.partitions:
+                answered.setdefault(topic.name, []).append((index, ErrorCode.UNKNOWN_TOPIC_OR_PARTITION))
             elif group_error is not None:
-                results[tp] = group_error
+                checked.append((topic.name, index, group_error))
             elif p.committed_metadata is not None and len(p.committed_metadata.encode()) > max_metadata:
-                results[tp] = ErrorCode.OFFSET_METADATA_TOO_LARGE
+                checked.append((topic.name, index, ErrorCode.OFFSET_METADATA_TOO_LARGE))
             else:
                 expire = -1
                 if retention_ms != -1 and 2 <= version <= 4:
@@ -350,30 +348,23 @@ async def handle_offset_commit(ctx: RequestContext, header, request) -> object:
                 elif version == 1 and p.commit_timestamp != -1:
                     expire = p.commit_timestamp + coordinator.cfg("offsets.retention.minutes") * 60_000
                 leader_epoch = p.committed_leader_epoch if version >= 6 else -1
-                commits.append((topic.name, p.partition_index, p.committed_offset, leader_epoch,
+                commits.append((topic.name, index, p.committed_offset, leader_epoch,
                                 p.committed_metadata or "", expire))
-                results[tp] = ErrorCode.NONE
-        order.append((topic.name, indexes))
+                checked.append((topic.name, index, ErrorCode.NONE))
     if commits and coordinator is not None:
         try:
             coordinator.commit_offsets(request.group_id, commits)
         except GroupError as exc:
-            for topic_name, partition, *_ in commits:
-                results[(topic_name, partition)] = exc.code
-    return OffsetCommitResponse(
-        throttle_time_ms=0,
-        topics=[
-            OffsetCommitResponse.OffsetCommitResponseTopic(
-                name=name,
-                partitions=[
-                    OffsetCommitResponse.OffsetCommitResponsePartition(
-                        partition_index=i, error_code=int(results[(name, i)]))
-                    for i in indexes
-                ],
-            )
-            for name, indexes in order
-        ],
-    )
+            committed = {(name, index) for name, index, *_ in commits}
+            checked = [(name, index, exc.code if (name, index) in committed else code)
+                       for name, index, code in checked]
+    for name, index, code in checked:
+        answered.setdefault(name, []).append((index, code))
+    R = OffsetCommitResponse
+    return R(throttle_time_ms=0, topics=[
+        R.OffsetCommitResponseTopic(name=name, partitions=[
+            R.OffsetCommitResponsePartition(partition_index=index, error_code=int(code)) for index, code in parts])
+        for name, parts in answered.items()])
 
 
 @handles(OFFSET_FETCH_KEY, 0, _max(OFFSET_FETCH_KEY), advertised_min=0)

@@ -241,8 +241,9 @@ def test_offset_commit_and_delete_topic_checks(tmp_path: Path) -> None:
                               C.OffsetCommitRequestTopic(name=n, partitions=[
                                   C.OffsetCommitRequestPartition(partition_index=0, committed_offset=1)])
                               for n in ("t", "secret")])
+        # Kafka's order: the refused topic as it is met, then the coordinator's results
         assert [(t.name, t.partitions[0].error_code) for t in resp.topics] == [
-            ("t", 0), ("secret", E.TOPIC_AUTHORIZATION_FAILED)]
+            ("secret", E.TOPIC_AUTHORIZATION_FAILED), ("t", 0)]
         topics = [D.OffsetDeleteRequestTopic(name=n, partitions=[D.OffsetDeleteRequestPartition(partition_index=0)])
                   for n in ("t", "secret")]
         # OffsetDelete needs DELETE on the group (READ is not enough)
