@@ -34,10 +34,6 @@ Broker_ = MetadataResponse.MetadataResponseBroker
 TopicMeta = MetadataResponse.MetadataResponseTopic
 PartitionMeta = MetadataResponse.MetadataResponsePartition
 
-# All operations a topic supports, as the bitfield Kafka returns when authorization is off
-TOPIC_ALL_OPERATIONS = sum(1 << op for op in TOPIC_OPERATIONS)
-
-
 # Built topic entries, per broker, by everything they show: a Metadata request for every topic
 # reuses them (building ~1000 partition entries took ~2 ms of the event loop per request).
 # The encoder only reads them, so sharing one object between responses is safe.
@@ -97,11 +93,10 @@ def _build_topic_metadata(ctx: RequestContext, topic: Topic, include_ops: bool) 
     )
 
 
-def _error_topic(name: str | None, code: ErrorCode, topic_id: Uuid = Uuid.ZERO, ops: int | None = None) -> object:
-    topic = TopicMeta(error_code=int(code), name=name, topic_id=topic_id, is_internal=False, partitions=[])
-    if ops is not None:
-        topic.topic_authorized_operations = ops
-    return topic
+def _error_topic(name: str | None, code: ErrorCode, topic_id: Uuid = Uuid.ZERO,
+                 ops: int = AUTHORIZED_OPERATIONS_OMITTED) -> object:
+    return TopicMeta(error_code=int(code), name=name, topic_id=topic_id, is_internal=False, partitions=[],
+                     topic_authorized_operations=ops)
 
 
 @handles(METADATA_KEY, 0, supported_versions(METADATA_KEY)[1])
@@ -136,7 +131,8 @@ async def handle_metadata(ctx: RequestContext, header, request) -> object:
                 continue
             # KafkaApis fills in the principal's operations for topics it answers by name with an
             # error too (not for unknown topic ids)
-            ops = operations_bits(ctx, RT_TOPIC, wanted.name, TOPIC_OPERATIONS) if include_ops else None
+            ops = (operations_bits(ctx, RT_TOPIC, wanted.name, TOPIC_OPERATIONS) if include_ops
+                   else AUTHORIZED_OPERATIONS_OMITTED)
             problem = validate_topic_name(wanted.name)
             if problem is not None:
                 missing.append(_error_topic(wanted.name, ErrorCode.INVALID_TOPIC_EXCEPTION, ops=ops))
