@@ -5,8 +5,9 @@ channel until the response is sent), so clients that pipeline several requests g
 answers in order. Odradek does the same: each connection task reads frames, hands each to
 its handler and writes the response before taking the next frame. Record bytes of fetch
 responses go from the segment files to the socket with ``os.sendfile`` (plaintext listeners;
-TLS listeners read the slice and encrypt it), from a worker thread when a response carries
-THREAD_SEND_BYTES or more of them, or when they are not in the page cache.
+TLS listeners read the slice and encrypt it), from a sender process (``sender_process``; a
+worker thread where none can run) when a response carries THREAD_SEND_BYTES or more of them, or
+when they are not in the page cache.
 
 Limits (Kafka's names, docs/reliability.md):
 
@@ -39,7 +40,7 @@ from typing import TYPE_CHECKING, Any
 
 import trio
 
-from . import loop_monitor
+from . import loop_monitor, sender_pool, sender_process
 from .handlers.registry import RequestContext, dispatch
 from .metrics import start_metrics
 from .security import Session, listener_security_protocol
@@ -56,8 +57,8 @@ log = logging.getLogger(__name__)
 
 # Small writes are joined into one send; bigger ones are sent as they are.
 _COALESCE_LIMIT = 64 * 1024
-# Responses with at least this much segment data are sent from a worker thread (see _send): the
-# hand-off costs ~0.1-0.2 ms, sendfile of 1 MiB about as much.
+# Responses with at least this much segment data are sent by a sender process (see _send): the
+# hand-off costs ~0.1 ms, sendfile of 1 MiB about as much.
 THREAD_SEND_BYTES = 2 << 20
 # Smaller responses go to a thread too when their segment data is not in the page cache: probed
 # once per _PROBE_STRIDE (a read-ahead window's order of size) with preadv's RWF_NOWAIT (Linux).
@@ -395,8 +396,11 @@ class Connection:
         On a plaintext socket the bytes go out straight away (non-blocking writes; the task waits
         only when the socket is full), which skips the scheduler passes of Trio's send_all: a woken
         long-poll fetch's header goes out without waiting for every other ready task. A response
-        carrying at least THREAD_SEND_BYTES of segment data is sent by a worker thread, so that
-        the copies into the sockets of several consumers run on several cores.
+        carrying at least THREAD_SEND_BYTES of segment data, or data not in the page cache, is
+        sent by a sender process, so that the copies into the sockets of several consumers run
+        on several cores and disk reads do not stop the loop. A process, not a thread: a thread
+        needs the GIL between system calls, and when the OS preempted one holding it the loop
+        waited 5-8 ms (perf sched, mixed workload). Where no process can run, a worker thread.
         """
         sock = self.raw_socket
         if sock is None:
@@ -404,10 +408,32 @@ class Connection:
             return
         slice_bytes = sum(item.size for item in items if isinstance(item, FileSlice))
         if slice_bytes >= THREAD_SEND_BYTES or (slice_bytes and not _in_page_cache(items)):
-            await trio.to_thread.run_sync(_send_blocking, sock.fileno(), items, self.peer)
+            if not await self._send_from_sender_process(sock.fileno(), items):
+                await trio.to_thread.run_sync(_send_blocking, sock.fileno(), items, self.peer)
             return
         for _ in _send_steps(sock.fileno(), items, self.peer):
             await trio.lowlevel.wait_writable(sock)
+
+    async def _send_from_sender_process(self, out_fd: int, items: list) -> bool:
+        """Have a sender process write the response; False if none took it (the caller sends)."""
+        pool = sender_pool.current_pool()
+        if pool is None:
+            return False
+        job = [(item.file.fileno(), item.position, item.size) if isinstance(item, FileSlice) else item
+               for item in _coalesced(items)]
+        answer = await pool.send(out_fd, job)
+        if answer is None:
+            return False
+        status, message = answer
+        if status == sender_process.STATUS_SENT:
+            return True
+        if status == sender_process.STATUS_SHORT_FILE:
+            log.error("A segment ended early while sending to %s; closing", self.peer)
+        elif status == sender_process.STATUS_FAILED:
+            log.error("Sending to %s failed: %s; closing", self.peer, message)
+        elif status == sender_pool.STATUS_DIED:
+            log.error("The sender process ended while sending to %s; closing", self.peer)
+        raise ConnectionClosed()
 
     async def _send_to_stream(self, items: list) -> None:
         """TLS: buffers joined into few sends, file slices read and encrypted by the stream."""

@@ -7,16 +7,18 @@ timings: an in-process broker runs its Trio loop in the thread named ``odradek-b
 from __future__ import annotations
 
 import os
+import signal
 import socket
 import threading
 import time
 from contextlib import contextmanager
+from pathlib import Path
 
 import pytest
 import trio
 import trio.testing
 
-from odradek import server
+from odradek import sender_pool, sender_process, server
 from odradek.handlers import fetch as fetch_handler
 from odradek.handlers.fetch_sessions import AppendWaiters
 from odradek.logstore.manager import LogManager
@@ -277,17 +279,56 @@ def _fetch_request(running, topic: str, max_bytes: int):
                    partitions=[cls.FetchPartition(partition=0, fetch_offset=0, partition_max_bytes=max_bytes)])])
 
 
-def test_a_big_fetch_response_is_sent_from_a_worker_thread(broker_conn, monkeypatch):
-    """Segment data of THREAD_SEND_BYTES or more leaves the loop: several consumers' copies into
-    their sockets run on several cores. Smaller responses are sent by the loop itself."""
+@contextmanager
+def recording_sender_jobs(monkeypatch):
+    """Record the answer of every job handed to a sender process (None: no process took it). A
+    client can have the whole response before the broker has read the process's answer: the list
+    is only returned once every job was answered."""
+    answers: list = []
+    original = sender_pool.SenderPool.send
+
+    async def wrapper(self, out_fd, items):
+        answers.append("pending")
+        answer = answers[-1] = await original(self, out_fd, items)
+        return answer
+
+    def answered() -> list:
+        deadline = time.monotonic() + 10
+        while "pending" in answers and time.monotonic() < deadline:
+            time.sleep(0.01)
+        return answers
+
+    monkeypatch.setattr(sender_pool.SenderPool, "send", wrapper)
+    yield answered
+
+
+def _sender_pids() -> set[int]:
+    """The sender processes this (test) process started and that still run."""
+    children = set()
+    for stat in Path("/proc").glob("[0-9]*/stat"):
+        try:
+            fields = stat.read_text().rsplit(")", 1)[1].split()
+            cmdline = (stat.parent / "cmdline").read_bytes()
+        except OSError:
+            continue
+        if int(fields[1]) == os.getpid() and b"sender_process.py" in cmdline:
+            children.add(int(stat.parent.name))
+    return children
+
+
+def test_a_big_fetch_response_is_sent_from_a_sender_process(broker_conn, monkeypatch):
+    """Segment data of THREAD_SEND_BYTES or more leaves the loop and the broker's GIL: a sender
+    process copies it into the socket. Smaller responses are sent by the loop itself."""
     running, conn = broker_conn
     create_topic(conn, "big-fetch", 1)
     _produce_batches(conn, "big-fetch", batches=4, records=1000, size=1000)  # ~4 MB in the segment
-    with recording_threads(monkeypatch, server, "_send_blocking") as senders:
+    with recording_sender_jobs(monkeypatch) as answers, \
+            recording_threads(monkeypatch, server, "_send_blocking") as threads:
         small = conn.send(FETCH, _fetch_request(running, "big-fetch", 1 << 20))
-        assert senders == []
+        assert answers() == []
         big = conn.send(FETCH, _fetch_request(running, "big-fetch", 16 << 20))
-    assert len(senders) == 1 and senders[0] != loop_thread_id()
+        assert answers() == [(sender_process.STATUS_SENT, "")] and threads == []
+    assert len(_sender_pids()) == 1
     small_records = small.responses[0].partitions[0].records
     big_records = big.responses[0].partitions[0].records
     assert 0 < len(small_records) < server.THREAD_SEND_BYTES <= len(big_records)
@@ -295,6 +336,76 @@ def test_a_big_fetch_response_is_sent_from_a_worker_thread(broker_conn, monkeypa
     log_file = running.broker.partition_log("big-fetch", 0).segments[0].log_path
     assert bytes(big_records) == log_file.read_bytes()
     assert bytes(small_records) == log_file.read_bytes()[:len(small_records)]
+
+
+def test_without_sender_processes_a_big_fetch_response_is_sent_from_a_worker_thread(monkeypatch):
+    """Where sender processes are off (or cannot start), a worker thread sends instead."""
+    monkeypatch.setattr(sender_pool, "MAX_PROCESSES", 0)
+    with running_broker() as running:
+        conn = BrokerConnection(running.host, running.port)
+        try:
+            create_topic(conn, "big-fetch", 1)
+            _produce_batches(conn, "big-fetch", batches=4, records=1000, size=1000)
+            with recording_threads(monkeypatch, server, "_send_blocking") as senders:
+                big = conn.send(FETCH, _fetch_request(running, "big-fetch", 16 << 20))
+        finally:
+            conn.close()
+        assert len(senders) == 1 and senders[0] != loop_thread_id()
+        log_file = running.broker.partition_log("big-fetch", 0).segments[0].log_path
+        assert bytes(big.responses[0].partitions[0].records) == log_file.read_bytes()
+
+
+def test_a_sender_process_that_cannot_start_leaves_the_sends_to_worker_threads(monkeypatch, tmp_path, caplog):
+    """No program to run (a broken install): the job it never read is sent by a worker thread,
+    the connection lives on, and no new process is tried for the next responses."""
+    monkeypatch.setattr(sender_pool, "_PROGRAM", str(tmp_path / "missing.py"))
+    with running_broker() as running:
+        conn = BrokerConnection(running.host, running.port)
+        try:
+            create_topic(conn, "big-fetch", 1)
+            _produce_batches(conn, "big-fetch", batches=4, records=1000, size=1000)
+            with recording_threads(monkeypatch, server, "_send_blocking") as senders:
+                first = conn.send(FETCH, _fetch_request(running, "big-fetch", 16 << 20))
+                second = conn.send(FETCH, _fetch_request(running, "big-fetch", 16 << 20))
+        finally:
+            conn.close()
+        log_file = running.broker.partition_log("big-fetch", 0).segments[0].log_path
+        for response in (first, second):
+            assert bytes(response.responses[0].partitions[0].records) == log_file.read_bytes()
+    assert len(senders) == 2
+    assert caplog.text.count("A sender process ended before it was ready") == 1
+    assert _sender_pids() == set()
+
+
+def test_a_sender_process_that_dies_closes_its_connection_and_is_replaced(broker_conn, caplog):
+    """A killed sender process: the connection whose response it was sending is closed (a partial
+    frame cannot be finished) with a log line; the next big response starts a new process."""
+    running, conn = broker_conn
+    create_topic(conn, "big-fetch", 1)
+    _produce_batches(conn, "big-fetch", batches=4, records=1000, size=1000)
+    conn.send(FETCH, _fetch_request(running, "big-fetch", 16 << 20))
+    (first,) = _sender_pids()
+    stalled = socket.socket()
+    stalled.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 4096)
+    stalled.connect((running.host, running.port))
+    stalled.sendall(b"".join(bytes(p) for p in encode_request(
+        conn.version_for(FETCH), 1, _fetch_request(running, "big-fetch", 64 << 20), client_id="stalled")))
+    time.sleep(0.5)  # the answer does not fit in the socket buffers: the process waits for the client
+    os.kill(first, signal.SIGKILL)
+    stalled.settimeout(10)
+    received = 0
+    while chunk := stalled.recv(1 << 20):  # whatever was sent, then end of stream
+        received += len(chunk)
+    stalled.close()
+    assert 0 < received < 4 << 20
+    deadline = time.monotonic() + 10
+    while "sender process ended while sending" not in caplog.text and time.monotonic() < deadline:
+        time.sleep(0.05)
+    assert "The sender process ended while sending to" in caplog.text
+    big = conn.send(FETCH, _fetch_request(running, "big-fetch", 16 << 20))
+    log_file = running.broker.partition_log("big-fetch", 0).segments[0].log_path
+    assert bytes(big.responses[0].partitions[0].records) == log_file.read_bytes()
+    assert first not in _sender_pids() and len(_sender_pids()) == 1
 
 
 def _evict_from_page_cache(path) -> bool:
@@ -313,20 +424,20 @@ def _evict_from_page_cache(path) -> bool:
 
 
 @pytest.mark.skipif(not hasattr(os, "RWF_NOWAIT"), reason="preadv RWF_NOWAIT is Linux-only")
-def test_a_fetch_of_data_not_in_the_page_cache_is_sent_from_a_worker_thread(broker_conn, monkeypatch):
+def test_a_fetch_of_data_not_in_the_page_cache_is_sent_from_a_sender_process(broker_conn, monkeypatch):
     """A consumer replaying old data (not in the page cache) must not stop the loop for the disk:
-    even a small response goes to a worker thread then; once the data is cached, the loop sends it."""
+    even a small response goes to a sender process then; once the data is cached, the loop sends it."""
     running, conn = broker_conn
     create_topic(conn, "cold-fetch", 1)
     _produce_batches(conn, "cold-fetch", batches=4, records=250, size=1000)  # ~1 MB
     log_file = running.broker.partition_log("cold-fetch", 0).segments[0].log_path
     if not _evict_from_page_cache(log_file):
         pytest.skip(f"the file system kept {log_file} in the page cache after POSIX_FADV_DONTNEED")
-    with recording_threads(monkeypatch, server, "_send_blocking") as senders:
+    with recording_sender_jobs(monkeypatch) as answers:
         cold = conn.send(FETCH, _fetch_request(running, "cold-fetch", 1 << 20))
-        assert len(senders) == 1 and senders[0] != loop_thread_id()
+        assert answers() == [(sender_process.STATUS_SENT, "")]
         warm = conn.send(FETCH, _fetch_request(running, "cold-fetch", 1 << 20))
-        assert len(senders) == 1  # sendfile brought the pages in: the loop sent this one
+        assert len(answers()) == 1  # sendfile brought the pages in: the loop sent this one
     cold_records = cold.responses[0].partitions[0].records
     assert 0 < len(cold_records) < server.THREAD_SEND_BYTES
     assert bytes(cold_records) == bytes(warm.responses[0].partitions[0].records)
@@ -334,7 +445,8 @@ def test_a_fetch_of_data_not_in_the_page_cache_is_sent_from_a_worker_thread(brok
 
 
 def test_shutdown_does_not_wait_for_a_consumer_that_stopped_reading():
-    """A worker thread sending to a client that reads nothing more gives up when the broker stops."""
+    """A sender process sending to a client that reads nothing more does not keep the broker from
+    stopping, and ends with it."""
     broker = running_broker()
     running = broker.__enter__()
     stalled = socket.socket()
@@ -358,3 +470,4 @@ def test_shutdown_does_not_wait_for_a_consumer_that_stopped_reading():
         stopper.join(20)
         stalled.close()
     assert not stopper.is_alive(), "the broker did not stop while a send waited for a client"
+    assert _sender_pids() == set()
