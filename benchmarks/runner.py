@@ -155,10 +155,36 @@ PROFILES = {
 # Process helpers
 # ---------------------------------------------------------------------------------------------
 
+def _proc_stat(pid: int) -> list[str]:
+    """/proc/<pid>/stat's fields after the command name (state first)."""
+    return Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+
+
+def live_children(pid: int) -> list[int]:
+    """The running child processes of ``pid`` (Odradek's sender processes, for instance)."""
+    children = []
+    for entry in Path("/proc").iterdir():
+        if entry.name.isdigit():
+            try:
+                if int(_proc_stat(int(entry.name))[1]) == pid:
+                    children.append(int(entry.name))
+            except (OSError, IndexError, ValueError):
+                continue
+    return children
+
+
 def proc_cpu_seconds(pid: int) -> float:
-    """utime + stime of a process and its reaped children (Linux /proc, clock ticks -> s)."""
-    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
-    return (int(fields[11]) + int(fields[12])) / CLK_TCK
+    """utime + stime of a process, its running children and its reaped ones (Linux /proc, clock
+    ticks -> s): a broker's work done in child processes is the broker's too."""
+    fields = _proc_stat(pid)
+    ticks = sum(int(fields[i]) for i in (11, 12, 13, 14))
+    for child in live_children(pid):
+        try:
+            child_fields = _proc_stat(child)
+        except OSError:  # ended meanwhile: its time is in the parent's cutime once reaped
+            continue
+        ticks += int(child_fields[11]) + int(child_fields[12])
+    return ticks / CLK_TCK
 
 
 def children_cpu_seconds() -> float:
@@ -171,11 +197,16 @@ def children_cpu_seconds() -> float:
 
 
 def proc_status_kb(pid: int, key: str) -> int:
-    """A kB value of /proc/<pid>/status (VmRSS, VmHWM)."""
-    for line in Path(f"/proc/{pid}/status").read_text().splitlines():
-        if line.startswith(key + ":"):
-            return int(line.split()[1])
-    return 0
+    """A kB value of /proc/<pid>/status (VmRSS, VmHWM), summed over the process and its running
+    children."""
+    total = 0
+    for p in (pid, *live_children(pid)):
+        try:
+            lines = Path(f"/proc/{p}/status").read_text().splitlines()
+        except OSError:
+            continue
+        total += next((int(line.split()[1]) for line in lines if line.startswith(key + ":")), 0)
+    return total
 
 
 def free_port() -> int:

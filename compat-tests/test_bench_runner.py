@@ -12,6 +12,7 @@ import json
 import math
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 import pytest
@@ -128,3 +129,34 @@ def test_go_latency_client(odradek_broker_factory, tmp_path: Path) -> None:
         assert all(math.isfinite(v) and v >= 0 for v in (p50, p99, p999, top)), out
         assert p50 <= p99 <= p999 <= top, out
     assert out["client_cpu_s"] > 0, out
+
+
+def test_broker_cpu_and_memory_include_its_child_processes() -> None:
+    """Odradek's sender processes do part of a broker's work: the runner's CPU and RSS figures of
+    a broker count its running children (and reaped ones' CPU) with it."""
+    import runner
+
+    spin = "import time\nend = time.process_time() + 0.6\nwhile time.process_time() < end: pass\ninput()"
+    parent = subprocess.Popen(
+        [sys.executable, "-c", "import subprocess, sys\n"
+         f"child = subprocess.Popen([sys.executable, '-c', {spin!r}], stdin=subprocess.PIPE)\n"
+         "print(child.pid, flush=True)\ninput()\nchild.communicate(b'\\n')\nprint('reaped', flush=True)\ninput()"],
+        stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
+    try:
+        child = int(parent.stdout.readline())
+        assert runner.live_children(parent.pid) == [child]
+        deadline = time.monotonic() + 30
+        while runner.proc_cpu_seconds(child) < 0.55 and time.monotonic() < deadline:
+            time.sleep(0.05)
+        own = runner._proc_stat(parent.pid)
+        assert (int(own[11]) + int(own[12])) / runner.CLK_TCK < 0.3  # the parent itself is idle
+        assert runner.proc_cpu_seconds(parent.pid) >= 0.55
+        assert runner.proc_status_kb(parent.pid, "VmRSS") > runner.proc_status_kb(child, "VmRSS")
+        parent.stdin.write("\n")
+        parent.stdin.flush()
+        assert parent.stdout.readline().strip() == "reaped"
+        assert runner.live_children(parent.pid) == []
+        assert runner.proc_cpu_seconds(parent.pid) >= 0.55  # now in the parent's cutime
+    finally:
+        parent.kill()
+        parent.wait()
