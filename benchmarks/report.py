@@ -370,8 +370,9 @@ def write_report(data: dict[str, Any], output: Path) -> None:
         "neither client's start-up is counted) and the first 5% of samples are dropped too. The producer's "
         "delivery reports give the produce round trip (`produce()` -> acknowledged) as well, which separates "
         "the producer's side from the fetch side.",
-        "* CPU s/GB: utime+stime of the broker process (/proc/<pid>/stat) during the workload per GB of payload "
-        "(mixed: per GB produced + consumed). RSS from /proc/<pid>/status. Start-up: process start until the "
+        "* CPU s/GB: utime+stime of the broker process and its child processes (/proc/<pid>/stat; Odradek's "
+        "sender processes) during the workload per GB of payload (mixed: per GB produced + consumed). RSS "
+        "from /proc/<pid>/status, the children's added. Start-up: process start until the "
         "first ApiVersions answer (Kafka: storage already formatted). Recovery: SIGKILL right after the "
         "catch-up, restart on the same dir, time until ListOffsets reports the whole topic.",
         "",

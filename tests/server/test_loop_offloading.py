@@ -338,41 +338,37 @@ def test_a_big_fetch_response_is_sent_from_a_sender_process(broker_conn, monkeyp
     assert bytes(small_records) == log_file.read_bytes()[:len(small_records)]
 
 
-def test_without_sender_processes_a_big_fetch_response_is_sent_from_a_worker_thread(monkeypatch):
-    """Where sender processes are off (or cannot start), a worker thread sends instead."""
-    monkeypatch.setattr(sender_pool, "MAX_PROCESSES", 0)
+def _big_fetches_on_a_fresh_broker(monkeypatch, fetches: int) -> list[int]:
+    """Fetch ~4 MB `fetches` times from a new broker; each answer must hold the segment's bytes.
+    The threads that ran _send_blocking."""
     with running_broker() as running:
         conn = BrokerConnection(running.host, running.port)
         try:
             create_topic(conn, "big-fetch", 1)
             _produce_batches(conn, "big-fetch", batches=4, records=1000, size=1000)
             with recording_threads(monkeypatch, server, "_send_blocking") as senders:
-                big = conn.send(FETCH, _fetch_request(running, "big-fetch", 16 << 20))
+                responses = [conn.send(FETCH, _fetch_request(running, "big-fetch", 16 << 20))
+                             for _ in range(fetches)]
         finally:
             conn.close()
-        assert len(senders) == 1 and senders[0] != loop_thread_id()
         log_file = running.broker.partition_log("big-fetch", 0).segments[0].log_path
-        assert bytes(big.responses[0].partitions[0].records) == log_file.read_bytes()
+        for response in responses:
+            assert bytes(response.responses[0].partitions[0].records) == log_file.read_bytes()
+        assert loop_thread_id() not in senders
+    return senders
+
+
+def test_without_sender_processes_a_big_fetch_response_is_sent_from_a_worker_thread(monkeypatch):
+    """Where sender processes are off (or cannot start), a worker thread sends instead."""
+    monkeypatch.setattr(sender_pool, "MAX_PROCESSES", 0)
+    assert len(_big_fetches_on_a_fresh_broker(monkeypatch, 1)) == 1
 
 
 def test_a_sender_process_that_cannot_start_leaves_the_sends_to_worker_threads(monkeypatch, tmp_path, caplog):
     """No program to run (a broken install): the job it never read is sent by a worker thread,
     the connection lives on, and no new process is tried for the next responses."""
     monkeypatch.setattr(sender_pool, "_PROGRAM", str(tmp_path / "missing.py"))
-    with running_broker() as running:
-        conn = BrokerConnection(running.host, running.port)
-        try:
-            create_topic(conn, "big-fetch", 1)
-            _produce_batches(conn, "big-fetch", batches=4, records=1000, size=1000)
-            with recording_threads(monkeypatch, server, "_send_blocking") as senders:
-                first = conn.send(FETCH, _fetch_request(running, "big-fetch", 16 << 20))
-                second = conn.send(FETCH, _fetch_request(running, "big-fetch", 16 << 20))
-        finally:
-            conn.close()
-        log_file = running.broker.partition_log("big-fetch", 0).segments[0].log_path
-        for response in (first, second):
-            assert bytes(response.responses[0].partitions[0].records) == log_file.read_bytes()
-    assert len(senders) == 2
+    assert len(_big_fetches_on_a_fresh_broker(monkeypatch, 2)) == 2
     assert caplog.text.count("A sender process ended before it was ready") == 1
     assert _sender_pids() == set()
 
