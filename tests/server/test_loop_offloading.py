@@ -373,6 +373,32 @@ def test_a_sender_process_that_cannot_start_leaves_the_sends_to_worker_threads(m
     assert _sender_pids() == set()
 
 
+def test_a_sender_process_serves_other_consumers_while_one_does_not_read(monkeypatch):
+    """One process, two jobs: a client that reads nothing more keeps its job waiting for its
+    socket, and another consumer's big response is sent meanwhile."""
+    monkeypatch.setattr(sender_pool, "MAX_PROCESSES", 1)
+    with running_broker() as running:
+        conn = BrokerConnection(running.host, running.port)
+        stalled = socket.socket()
+        try:
+            create_topic(conn, "big-fetch", 1)
+            _produce_batches(conn, "big-fetch", batches=4, records=1000, size=1000)
+            stalled.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 4096)
+            stalled.connect((running.host, running.port))
+            stalled.sendall(b"".join(bytes(p) for p in encode_request(
+                conn.version_for(FETCH), 1, _fetch_request(running, "big-fetch", 64 << 20), client_id="stalled")))
+            time.sleep(0.5)  # its answer waits in the process for the client
+            assert len(_sender_pids()) == 1
+            for _ in range(3):
+                big = conn.send(FETCH, _fetch_request(running, "big-fetch", 16 << 20))
+                log_file = running.broker.partition_log("big-fetch", 0).segments[0].log_path
+                assert bytes(big.responses[0].partitions[0].records) == log_file.read_bytes()
+            assert len(_sender_pids()) == 1
+        finally:
+            stalled.close()
+            conn.close()
+
+
 def test_a_sender_process_that_dies_closes_its_connection_and_is_replaced(broker_conn, caplog):
     """A killed sender process: the connection whose response it was sending is closed (a partial
     frame cannot be finished) with a log line; the next big response starts a new process."""
