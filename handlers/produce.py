@@ -12,6 +12,8 @@ import trio
 
 from ..broker import now_ms
 from ..cluster_metadata import INTERNAL_TOPICS
+from ..logstore import write_pressure
+from ..logstore.partition_log import AppendInfo, PartitionLog, PendingAppend
 from ..txn_coordinator.coordinator import verify_transactional_produce
 from ..wire.errors import ErrorCode
 from ..wire.protocol import response_class, supported_versions
@@ -39,24 +41,51 @@ def _partition_error(index: int, code: ErrorCode, message: str | None = None) ->
     )
 
 
+def _append_failed(exc: Exception, topic: str, index: int) -> object:
+    """The partition response for an append the log store refused or could not do."""
+    code = error_code_for(exc)  # the log store's typed errors become Kafka error codes
+    if code is ErrorCode.UNKNOWN_SERVER_ERROR or code is ErrorCode.KAFKA_STORAGE_ERROR:
+        log.error("Append to %s-%s failed", topic, index, exc_info=exc)
+    else:
+        log.debug("Rejected produce to %s-%s: %s", topic, index, exc)
+    return _partition_error(index, code, str(exc) or None)
+
+
+def _write_all(pendings: list[PendingAppend]) -> None:
+    """The pwrites of one request's appends (in a worker thread)."""
+    for pending in pendings:
+        pending.write()
+
+
+# Partition logs (by id) whose pending appends a worker thread is writing, and the event set once
+# they are finished: another append to one of them waits for it instead of settling it (which
+# would wait for the thread's write on the event loop).
+_writing: dict[int, trio.Event] = {}
+
+
 @handles(PRODUCE_KEY, 3, supported_versions(PRODUCE_KEY)[1], advertised_min=0)
 async def handle_produce(ctx: RequestContext, header, request) -> object | None:
     # Kafka 4 advertises Produce from v0 (librdkafka only enables compression then) but serves v3+.
     broker = ctx.broker
     acks = request.acks
     responses = []
-    appended: list[tuple[str, int]] = []
-    flush_logs = []
+    # While segment writes are being made to wait (write_pressure), the appends are validated and
+    # placed on the loop and written by a worker thread; otherwise appended right away.
+    threaded = write_pressure.under_pressure()
+    # (response list, slot in it, topic, partition, log, AppendInfo or pending append, bytes sent)
+    results: list[tuple[list, int, str, int, PartitionLog, AppendInfo | PendingAppend, int]] = []
     # bytes appended since the last checkpoint: a request of many large batches lets other tasks
     # run between partitions instead of holding the loop for all of it
     unyielded = 0
+    finished = 0  # results[:finished] are answered and their fetches woken
+    flush_logs: list[PartitionLog] = []
     for topic_data in request.topic_data:
         topic = (
             broker.metadata.get(topic_data.name)
             if topic_data.name
             else broker.metadata.by_id(topic_data.topic_id)
         )
-        partitions = []
+        partitions: list = []
         for pdata in topic_data.partition_data:
             index = pdata.index
             if acks not in (0, 1, -1):
@@ -79,43 +108,51 @@ async def handle_produce(ctx: RequestContext, header, request) -> object | None:
             if records is None or len(records) == 0:
                 partitions.append(_partition_error(index, ErrorCode.INVALID_RECORD, "Produce request has no records"))
                 continue
+            while (written := _writing.get(id(partition_log))) is not None:
+                await written.wait()
             refused = verify_transactional_produce(
                 broker, request.transactional_id, topic.name, index, partition_log, records)
             if refused is not None:
                 partitions.append(_partition_error(index, *refused))
                 continue
             try:
-                info = partition_log.append_as_leader(records, now_ms=now_ms())
-            except Exception as exc:  # the log store's typed errors become Kafka error codes
-                code = error_code_for(exc)
-                if code is ErrorCode.UNKNOWN_SERVER_ERROR or code is ErrorCode.KAFKA_STORAGE_ERROR:
-                    log.exception("Append to %s-%s failed", topic.name, index)
+                if threaded:
+                    result = partition_log.prepare_append(records, now_ms=now_ms())
                 else:
-                    log.debug("Rejected produce to %s-%s: %s", topic.name, index, exc)
-                partitions.append(_partition_error(index, code, str(exc) or None))
+                    result = partition_log.append_as_leader(records, now_ms=now_ms())
+            except Exception as exc:
+                partitions.append(_append_failed(exc, topic.name, index))
                 continue
-            appended.append((topic.name, index))
-            if (metrics := getattr(broker, "metrics", None)) is not None:  # BytesIn/MessagesInPerSec
-                metrics.produced(topic.name, info.num_records, len(records))
-            if partition_log.needs_flush():
-                flush_logs.append(partition_log)
-            partitions.append(
-                PartitionResponse(
-                    index=index,
-                    error_code=0,
-                    base_offset=info.first_offset,
-                    log_append_time_ms=info.log_append_time,
-                    log_start_offset=info.log_start_offset,
-                )
-            )
+            results.append((partitions, len(partitions), topic.name, index, partition_log, result, len(records)))
+            partitions.append(None)  # the response, once the append is finished
             unyielded += len(records)
             if unyielded >= _YIELD_AFTER_BYTES:
-                # wake the fetches of what is appended so far first: they run while we yield
-                broker.notify_appended(appended)
-                appended = []
                 unyielded = 0
+                if not threaded:
+                    # wake the fetches of what is appended so far first: they run while we yield
+                    appended, flushes = _finish(broker, results[finished:])
+                    finished = len(results)
+                    flush_logs += flushes
+                    broker.notify_appended(appended)
                 await trio.lowlevel.checkpoint()
         responses.append(TopicResponse(name=topic_data.name, topic_id=topic_data.topic_id, partition_responses=partitions))
+    pendings = [r[5] for r in results if isinstance(r[5], PendingAppend)]
+    done = trio.Event()
+    try:
+        if pendings:
+            for pending in pendings:
+                _writing[id(pending.log)] = done
+            # shielded: once the bytes are going to the file the append is finished and answered,
+            # like any other append (a cancelled connection does not leave it half done)
+            with trio.CancelScope(shield=True):
+                await trio.to_thread.run_sync(_write_all, pendings)
+        appended, flushes = _finish(broker, results[finished:])
+        flush_logs += flushes
+    finally:
+        for pending in pendings:
+            if _writing.get(id(pending.log)) is done:
+                del _writing[id(pending.log)]
+        done.set()
     if appended:
         # the waiting fetches of these partitions (only those) answer as soon as this task yields;
         # they do not wait for the flush below (the high watermark does not depend on it)
@@ -126,3 +163,30 @@ async def handle_produce(ctx: RequestContext, header, request) -> object | None:
     if acks == 0:
         return None
     return ProduceResponse(responses=responses, throttle_time_ms=0)
+
+
+def _finish(broker, results: list) -> tuple[list[tuple[str, int]], list[PartitionLog]]:
+    """Finish the appends (a pending one's write is done), fill in their partition responses;
+    the partitions appended to and the logs due for a flush."""
+    appended: list[tuple[str, int]] = []
+    flush_logs = []
+    metrics = getattr(broker, "metrics", None)
+    for partitions, slot, topic_name, index, partition_log, result, sent in results:
+        try:
+            info = result if isinstance(result, AppendInfo) else result.finish()
+        except Exception as exc:
+            partitions[slot] = _append_failed(exc, topic_name, index)
+            continue
+        appended.append((topic_name, index))
+        if metrics is not None:  # BytesIn/MessagesInPerSec
+            metrics.produced(topic_name, info.num_records, sent)
+        if partition_log.needs_flush():
+            flush_logs.append(partition_log)
+        partitions[slot] = PartitionResponse(
+            index=index,
+            error_code=0,
+            base_offset=info.first_offset,
+            log_append_time_ms=info.log_append_time,
+            log_start_offset=info.log_start_offset,
+        )
+    return appended, flush_logs

@@ -10,6 +10,7 @@ from __future__ import annotations
 import bisect
 import logging
 import os
+import threading
 import time
 from dataclasses import dataclass, field
 from enum import Enum
@@ -85,6 +86,65 @@ class AppendInfo:
     rolled: bool = False
     # True when the batch repeated one of the producer's last 5 and nothing was written
     duplicate: bool = False
+
+
+class PendingAppend:
+    """An append that is validated and placed but not yet written (`PartitionLog.prepare_append`).
+
+    `write()` is the pwrite alone and may run in a worker thread; `finish()` (on the log's owner,
+    the event loop) accounts for it: indexes, producer state, log end offset and high watermark.
+    Until then readers see the log as it was. A partition has at most one pending append: whatever
+    else changes the log first settles it (writes it, if no thread has, and finishes it).
+    """
+
+    __slots__ = ("log", "segment", "view", "position", "first", "last", "max_ts", "append_time", "header",
+                 "rolled", "marker", "error", "info", "_written", "_lock")
+
+    def __init__(self, log_: PartitionLog, segment: LogSegment, view: memoryview, position: int, first: int,
+                 last: int, max_ts: int, append_time: int, header, rolled: bool, marker) -> None:
+        self.log = log_
+        self.segment = segment
+        self.view = view
+        self.position = position
+        self.first = first
+        self.last = last
+        self.max_ts = max_ts
+        self.append_time = append_time
+        self.header = header
+        self.rolled = rolled
+        self.marker = marker
+        self.error: OSError | None = None
+        self.info: AppendInfo | None = None
+        self._written = False
+        # held during the pwrite: whoever settles the log waits for a write a thread is doing
+        self._lock = threading.Lock()
+
+    @property
+    def size(self) -> int:
+        return len(self.view)
+
+    def write(self) -> None:
+        """The pwrite (once, whoever calls first). An OSError is kept for `finish` to report."""
+        with self._lock:
+            if self._written:
+                return
+            try:
+                self.segment.write_at(self.position, self.view)
+            except OSError as e:
+                self.error = e
+            self._written = True
+
+    def finish(self) -> AppendInfo:
+        """Account for the written batch (once) and say what the append did.
+
+        Raises KafkaStorageError if the write failed (the log is as if nothing was appended)."""
+        if self.info is None and self.error is None:
+            self.write()
+            self.log._finish_append(self)
+        if self.error is not None:
+            raise KafkaStorageError(f"I/O error while appending to {self.log.name}: {self.error}") from self.error
+        assert self.info is not None
+        return self.info
 
 
 @dataclass(slots=True)
@@ -177,6 +237,8 @@ class PartitionLog:
         self.validate_records = True
         # segments renamed to *.deleted, removed after file.delete.delay.ms (readers may still hold them)
         self._pending_deletes: list[tuple[LogSegment, float]] = []
+        # an append prepared but not finished yet (its pwrite may be running in a worker thread)
+        self._pending: PendingAppend | None = None
 
     # =====================================================================================
     # construction / loading
@@ -459,12 +521,29 @@ class PartitionLog:
 
     def become_leader(self, leader_epoch: int) -> None:
         """Record the start of a leader epoch at the current LEO (Kafka: Partition.makeLeader)."""
+        self.settle()
         self.leader_epoch = leader_epoch
         self.leader_epoch_cache.assign(leader_epoch, self.log_end_offset)
 
     def append_as_leader(self, batch: bytearray | memoryview, leader_epoch: int | None = None,
                          now_ms: int | None = None, origin: AppendOrigin = AppendOrigin.CLIENT) -> AppendInfo:
         """Validate one v2 batch, patch it in place (base offset, leader epoch, max timestamp) and append.
+
+        `prepare_append`, then the pending append's write and finish, in a row. Errors are those of
+        `prepare_append`, plus KafkaStorageError when the write fails.
+        """
+        pending = self.prepare_append(batch, leader_epoch, now_ms, origin)
+        if isinstance(pending, AppendInfo):  # a duplicate: nothing to write
+            return pending
+        return pending.finish()
+
+    def prepare_append(self, batch: bytearray | memoryview, leader_epoch: int | None = None,
+                       now_ms: int | None = None,
+                       origin: AppendOrigin = AppendOrigin.CLIENT) -> PendingAppend | AppendInfo:
+        """Everything of `append_as_leader` up to the write: the batch is validated, patched and
+        placed (rolling the segment if due). Returns the pending append, whose `write()` may then
+        run in a worker thread and whose `finish()` completes it, or the AppendInfo of a duplicate
+        batch (nothing to write).
 
         The batch is stamped with `leader_epoch`, by default this partition's own (`become_leader`).
 
@@ -474,6 +553,8 @@ class PartitionLog:
         (RECORD_LIST_TOO_LARGE), InvalidTimestampError (INVALID_TIMESTAMP) — all from
         `odradek.logstore.errors`.
         """
+        if self._pending is not None:
+            self.settle()
         if self.closed:
             raise LogDeletedError(f"log {self.name} is closed")
         if leader_epoch is None:
@@ -567,10 +648,11 @@ class PartitionLog:
         first = last - h.last_offset_delta
         rb.set_base_offset(first)
         rb.set_partition_leader_epoch(leader_epoch)
-        return self._append_validated(view, first, last, max_ts, append_time, h, leader_epoch, now, origin)
+        return self._begin_append(view, first, last, max_ts, append_time, h, leader_epoch, now, origin)
 
-    def _append_validated(self, view: memoryview, first: int, last: int, max_ts: int, append_time: int, h,
-                          leader_epoch: int, now: int, origin: AppendOrigin = AppendOrigin.CLIENT) -> AppendInfo:
+    def _begin_append(self, view: memoryview, first: int, last: int, max_ts: int, append_time: int, h,
+                      leader_epoch: int, now: int,
+                      origin: AppendOrigin = AppendOrigin.CLIENT) -> PendingAppend | AppendInfo:
         size = len(view)
         rolled = False
         seg = self.segments[-1]
@@ -602,15 +684,29 @@ class PartitionLog:
             if self._metadata_dirty and self.topic_id is not None:
                 self.partition_metadata.write(self.topic_id)
                 self._metadata_dirty = False
-            seg.append(last, max_ts, last, view)
+            position = seg.begin_append(last, max_ts)
         except OSError as e:
             # disk full, I/O error, ...: Kafka marks the dir offline and answers KAFKA_STORAGE_ERROR
             raise KafkaStorageError(f"I/O error while appending to {self.name}: {e}") from e
+        pending = PendingAppend(self, seg, view, position, first, last, max_ts, append_time, h, rolled, marker)
+        self._pending = pending
+        return pending
+
+    def _finish_append(self, pending: PendingAppend) -> None:
+        """Second half of an append, after its write (PendingAppend.finish)."""
+        if self._pending is pending:
+            self._pending = None
+        if pending.error is not None:
+            return
+        h = pending.header
+        first, last, max_ts, seg = pending.first, pending.last, pending.max_ts, pending.segment
+        size = len(pending.view)
+        seg.finish_append(pending.position, size, last, max_ts, last)
         if h.producer_id >= 0:
             psm = self.producer_state
             is_control = bool(h.attributes & 0x20)
             completed = psm.update_from_batch(h.producer_id, h.producer_epoch, h.base_sequence, first, last,
-                                              max_ts, bool(h.attributes & 0x10), is_control, marker)
+                                              max_ts, bool(h.attributes & 0x10), is_control, pending.marker)
             if completed is not None:
                 if completed.is_aborted:
                     seg.txn_index.append(AbortedTxn(completed.producer_id, completed.first_offset,
@@ -621,8 +717,18 @@ class PartitionLog:
         # single node: everything appended is replicated
         self.high_watermark = self.log_end_offset
         self.unflushed_messages += last - first + 1
-        return AppendInfo(first, last, max_ts, last, append_time, self.log_start_offset, h.record_count, size,
-                          rolled)
+        pending.info = AppendInfo(first, last, max_ts, last, pending.append_time, self.log_start_offset,
+                                  h.record_count, size, pending.rolled)
+
+    def settle(self) -> None:
+        """Complete the pending append, if any (waiting for a write a worker thread is doing).
+
+        Whatever changes the log (the next append, a roll, retention, close) calls this first, so
+        it never sees an append half done. A failed write stays the pending append's to report."""
+        pending = self._pending
+        if pending is not None:
+            pending.write()
+            self._finish_append(pending)
 
     def append_as_coordinator(self, batch: bytearray | memoryview, leader_epoch: int | None = None,
                               now_ms: int | None = None) -> AppendInfo:
@@ -645,6 +751,7 @@ class PartitionLog:
     # =====================================================================================
     def roll(self, expected_next_offset: int | None = None, now_ms: int | None = None) -> LogSegment:
         """Start a new active segment at max(expected_next_offset, LEO) (Kafka's UnifiedLog.roll)."""
+        self.settle()
         new_offset = max(expected_next_offset or 0, self.log_end_offset)
         active = self.segments[-1]
         if new_offset == active.base_offset:
@@ -840,6 +947,7 @@ class PartitionLog:
         Kafka's `maybeIncrementLogStartOffset` only moves the start offset; the segments wholly below
         it go at the next retention check (log-start-offset breach). `delete_segments=False` does
         exactly that; the default also drops them now (the log store's older contract)."""
+        self.settle()
         if offset > self.high_watermark:
             raise OffsetOutOfRangeError(offset, self.log_start_offset, self.high_watermark, self.name)
         if offset <= self.log_start_offset:
@@ -944,6 +1052,7 @@ class PartitionLog:
         `.deleted` and removed after file.delete.delay.ms (`delete_pending_segments`); an expired
         active segment with data is rolled first. Returns the number of segments deleted. Call it
         periodically (log.retention.check.interval.ms)."""
+        self.settle()
         now = _now_ms() if now_ms is None else now_ms
         n = 0
         for make, reason in self._retention_rules(now, only_log_start):
@@ -986,6 +1095,7 @@ class PartitionLog:
 
     def close(self) -> None:
         """Clean close: snapshot at the LEO, final time-index entry, trimmed indexes (Kafka's UnifiedLog.close)."""
+        self.settle()
         if self.closed:
             return
         if self.topic_id is not None and not self.partition_metadata.exists():
@@ -999,11 +1109,13 @@ class PartitionLog:
 
     def close_handlers(self) -> None:
         """Drop file handles without writing anything (crash simulation, failed dirs)."""
+        self.settle()
         for seg in self.segments:
             seg.close_handlers()
         self.closed = True
 
     def delete_all_files(self) -> None:
+        self.settle()
         for seg in self.segments:
             seg.delete_files()
         self.closed = True

@@ -28,7 +28,7 @@ from odradek.wire.records import (
 )
 from odradek.wire.records import BatchHeader as BatchHeader
 
-from . import faults, files
+from . import faults, files, write_pressure
 from .config import LogConfig
 from .fileslice import FileSlice
 from .index_base import CorruptIndexError
@@ -144,11 +144,24 @@ class LogSegment:
                data: memoryview | bytes | bytearray) -> int:
         """Write `data` (whole batches) at the end with one pwrite and update the indexes (§3.2/§4.4).
 
-        Returns the file position the data was written at.
+        Returns the file position the data was written at. The same as `begin_append`,
+        `write_at` and `finish_append` in a row; the partition log calls those itself so that the
+        pwrite of a produce can run in a worker thread (`PartitionLog.prepare_append`).
         """
         n = len(data)
         if n == 0:
             return self._size
+        position = self.begin_append(largest_offset, largest_timestamp)
+        self.write_at(position, data)
+        self.finish_append(position, n, largest_offset, largest_timestamp, offset_of_max_timestamp)
+        return position
+
+    def begin_append(self, largest_offset: int, largest_timestamp: int) -> int:
+        """Check an append of batches ending at `largest_offset` and get the position it goes to.
+
+        Nothing is written and the segment's size does not move until `finish_append`; only one
+        append may be between the two at a time (the partition log sees to that).
+        """
         position = self._size
         if position == 0:
             self.rolling_based_timestamp = largest_timestamp
@@ -157,12 +170,18 @@ class LogSegment:
                 f"largest offset {largest_offset} cannot be stored in segment {self.log_path} "
                 f"(base offset {self.base_offset})"
             )
-        index_due = self.bytes_since_last_index_entry > self.index_interval_bytes
-        if index_due:
+        if self.bytes_since_last_index_entry > self.index_interval_bytes:
             # Index entries go through a shared mapping: writing to a page the file system cannot
             # back (disk full) raises SIGBUS and kills the process. Reserve the blocks first, so a
             # full disk is an OSError here, before anything of this append is written.
             self._reserve_index_blocks()
+        return position
+
+    def write_at(self, position: int, data: memoryview | bytes | bytearray) -> None:
+        """pwrite `data` at `position`: the only part of an append that may run in another thread
+        (it touches nothing but the file). A failed write is cut off again and re-raised."""
+        n = len(data)
+        started = write_pressure.write_started()
         try:
             written = faults.pwrite(self._fd, data, position)
             if written != n:  # extremely rare on regular files; finish the write rather than tear the batch
@@ -174,6 +193,11 @@ class LogSegment:
             # (the caller answers KAFKA_STORAGE_ERROR; a retry then writes at the same position)
             self._truncate_failed_write(position)
             raise
+        write_pressure.write_finished(started)
+
+    def finish_append(self, position: int, n: int, largest_offset: int, largest_timestamp: int,
+                      offset_of_max_timestamp: int) -> None:
+        """Account for `n` bytes written at `position`: size, largest timestamp, index entries."""
         self._size = position + n
         mx = self._max_ts_and_offset
         if mx is None:
@@ -185,7 +209,6 @@ class LogSegment:
             self.time_index.maybe_append(mx[0], mx[1])
             self.bytes_since_last_index_entry = 0
         self.bytes_since_last_index_entry += n
-        return position
 
     def _reserve_index_blocks(self) -> None:
         """Allocate the blocks of the next offset- and time-index entries (no-op once allocated)."""

@@ -493,3 +493,61 @@ def test_shutdown_does_not_wait_for_a_consumer_that_stopped_reading():
         stalled.close()
     assert not stopper.is_alive(), "the broker did not stop while a send waited for a client"
     assert _sender_pids() == set()
+
+
+def test_under_write_pressure_produce_writes_from_a_worker_thread_and_the_loop_serves_on(monkeypatch):
+    """While the disk pushes back (write_pressure), a produce's pwrite runs in a worker thread: the
+    loop answers other requests meanwhile, and a second produce to the same partition waits for
+    the first (offsets stay in order) instead of writing on the loop."""
+    from odradek.logstore import write_pressure
+    from odradek.logstore.segment import LogSegment
+
+    monkeypatch.setattr(write_pressure, "under_pressure", lambda: True)
+    gate, entered = threading.Event(), threading.Event()
+    writers: list[int] = []
+    original = LogSegment.write_at
+
+    def gated_write_at(self, position, data):
+        if "pressure-0" not in str(self.log_path):
+            return original(self, position, data)
+        writers.append(threading.get_ident())
+        if not gate.is_set():
+            entered.set()
+            assert gate.wait(10)
+        return original(self, position, data)
+
+    monkeypatch.setattr(LogSegment, "write_at", gated_write_at)
+    with running_broker() as running:
+        conns = [BrokerConnection(running.host, running.port) for _ in range(3)]
+        try:
+            create_topic(conns[0], "pressure", 1)
+            cls = request_class(PRODUCE)
+            answers: dict[int, object] = {}
+
+            def produce(i: int, records: int) -> None:
+                batch = bytearray(build_batch([SimpleRecord(b"x" * 100, timestamp=int(time.time() * 1000))
+                                               for _ in range(records)]))
+                answers[i] = conns[i].send(PRODUCE, cls(transactional_id=None, acks=1, timeout_ms=10000, topic_data=[
+                    cls.TopicProduceData(name="pressure", partition_data=[cls.PartitionProduceData(index=0, records=batch)])]))
+
+            first = threading.Thread(target=produce, args=(0, 5))
+            first.start()
+            assert entered.wait(10)
+            second = threading.Thread(target=produce, args=(1, 3))
+            second.start()
+            time.sleep(0.3)
+            # the loop is free: another connection gets its answer while the write is held
+            metadata = conns[2].send(3, request_class(3)(topics=None))
+            assert [b.node_id for b in metadata.brokers] == [running.broker.node_id]
+            assert not answers and second.is_alive()
+            gate.set()
+            first.join(10)
+            second.join(10)
+        finally:
+            gate.set()
+            for conn in conns:
+                conn.close()
+        partition = [answers[i].responses[0].partition_responses[0] for i in (0, 1)]
+        assert [(p.error_code, p.base_offset) for p in partition] == [(0, 0), (0, 5)]
+        assert running.broker.partition_log("pressure", 0).log_end_offset == 8
+        assert len(writers) == 2 and loop_thread_id() not in writers
