@@ -16,8 +16,10 @@ import time
 
 log = logging.getLogger(__name__)
 
-# a write that took this long and slept (a voluntary context switch) was made to wait
-BLOCKED_WRITE_S = 0.001
+# a write that took this long and slept (a voluntary context switch) was made to wait. Waits of
+# 1-3 ms are common (journal commits) and do not last; handing writes to threads for them cost
+# throughput and brought back GIL waits on the loop (measured: a benchmark run at a 1 ms threshold)
+BLOCKED_WRITE_S = 0.005
 # how long after such a write appends stay off the event loop
 PRESSURE_WINDOW_S = 10.0
 

@@ -33,8 +33,8 @@ def test_a_write_that_slept_is_pressure_and_a_fast_or_busy_one_is_not(tmp_path, 
     plog.append_as_leader(_batch())
     assert not write_pressure.under_pressure()
 
-    def busy_pwrite(fd, data, position):  # 5 ms on the CPU: preempted or slow, not made to wait
-        end = time.thread_time() + 0.005
+    def busy_pwrite(fd, data, position):  # 20 ms on the CPU: preempted or slow, not made to wait
+        end = time.thread_time() + 0.02
         while time.thread_time() < end:
             pass
         return real_pwrite(fd, data, position)
@@ -44,9 +44,16 @@ def test_a_write_that_slept_is_pressure_and_a_fast_or_busy_one_is_not(tmp_path, 
     assert not write_pressure.under_pressure()
 
     def waiting_pwrite(fd, data, position):  # what a write blocked on the inode or writeback does
-        time.sleep(0.005)
+        time.sleep(0.02)
         return real_pwrite(fd, data, position)
 
+    def short_wait_pwrite(fd, data, position):  # a journal commit's 1-3 ms: not worth threads
+        time.sleep(0.002)
+        return real_pwrite(fd, data, position)
+
+    monkeypatch.setattr(faults, "pwrite", short_wait_pwrite)
+    plog.append_as_leader(_batch())
+    assert not write_pressure.under_pressure()
     monkeypatch.setattr(faults, "pwrite", waiting_pwrite)
     plog.append_as_leader(_batch())
     assert write_pressure.under_pressure()
