@@ -98,7 +98,7 @@ class PendingAppend:
     """
 
     __slots__ = ("log", "segment", "view", "position", "first", "last", "max_ts", "append_time", "header",
-                 "rolled", "marker", "error", "info", "_written", "_lock")
+                 "rolled", "marker", "error", "info", "_written", "_finished", "_lock")
 
     def __init__(self, log_: PartitionLog, segment: LogSegment, view: memoryview, position: int, first: int,
                  last: int, max_ts: int, append_time: int, header, rolled: bool, marker) -> None:
@@ -116,6 +116,7 @@ class PendingAppend:
         self.error: OSError | None = None
         self.info: AppendInfo | None = None
         self._written = False
+        self._finished = False
         # held during the pwrite: whoever settles the log waits for a write a thread is doing
         self._lock = threading.Lock()
 
@@ -134,13 +135,21 @@ class PendingAppend:
                 self.error = e
             self._written = True
 
+    def complete(self) -> None:
+        """Write (if no one has) and account for the append: once, whoever comes first. The
+        produce path finishes on the event loop; closing the log may settle it in a worker
+        thread (a topic deleted meanwhile), hence the lock."""
+        self.write()
+        with self._lock:
+            if not self._finished:
+                self._finished = True
+                self.log._finish_append(self)
+
     def finish(self) -> AppendInfo:
         """Account for the written batch (once) and say what the append did.
 
         Raises KafkaStorageError if the write failed (the log is as if nothing was appended)."""
-        if self.info is None and self.error is None:
-            self.write()
-            self.log._finish_append(self)
+        self.complete()
         if self.error is not None:
             raise KafkaStorageError(f"I/O error while appending to {self.log.name}: {self.error}") from self.error
         assert self.info is not None
@@ -727,8 +736,7 @@ class PartitionLog:
         it never sees an append half done. A failed write stays the pending append's to report."""
         pending = self._pending
         if pending is not None:
-            pending.write()
-            self._finish_append(pending)
+            pending.complete()
 
     def append_as_coordinator(self, batch: bytearray | memoryview, leader_epoch: int | None = None,
                               now_ms: int | None = None) -> AppendInfo:

@@ -100,3 +100,40 @@ def test_a_failed_threaded_write_is_reported_and_leaves_the_log_as_it_was(tmp_pa
     assert plog.log_end_offset == 1 and plog.segments[-1].size == len(_batch())
     assert plog.append_as_leader(_batch()).first_offset == 1
     plog.close()
+
+
+def test_a_pending_append_is_accounted_for_once_when_a_thread_settles_it_too(tmp_path, monkeypatch):
+    """Deleting a topic closes its logs in a worker thread, which settles a pending append while
+    the produce path finishes it on the loop: the log must count it once."""
+    import threading
+
+    plog = _log(tmp_path)
+    pending = plog.prepare_append(_batch())
+    real_pwrite = faults.pwrite
+    release = threading.Event()
+
+    def held_pwrite(fd, data, position):
+        assert release.wait(10)
+        return real_pwrite(fd, data, position)
+
+    monkeypatch.setattr(faults, "pwrite", held_pwrite)
+    real_finish = plog._finish_append
+
+    def slow_finish(p):  # widen the window in which a second caller could account for it too
+        time.sleep(0.05)
+        real_finish(p)
+
+    monkeypatch.setattr(plog, "_finish_append", slow_finish)
+    writer = threading.Thread(target=pending.write)
+    settler = threading.Thread(target=plog.settle)
+    writer.start()
+    settler.start()
+    time.sleep(0.05)
+    release.set()
+    info = pending.finish()
+    writer.join(10)
+    settler.join(10)
+    assert info.first_offset == 0 and plog.log_end_offset == 1 and plog.unflushed_messages == 1
+    assert plog.segments[-1].size == len(_batch())
+    assert plog.append_as_leader(_batch()).first_offset == 1
+    plog.close()
