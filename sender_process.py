@@ -7,8 +7,8 @@ copies into the sockets run on another core and the loop never waits for them.
 
 The broker passes each job over a SOCK_SEQPACKET socket: the client socket and the segment files
 as descriptors (SCM_RIGHTS), the response as small buffers and (file, position, size) slices. The
-child sends them in order, as ``server._send_steps`` would, serving many jobs at once with
-poll(2), and answers each job with its status. It exits when the broker's end of the socket
+child sends them in order with ``send_steps`` (the broker's own send routine), serving many jobs
+at once with poll(2), and answers each job with its status. It exits when the broker's end of the socket
 closes. Standard library only: it is run by path, without the ``odradek`` package.
 """
 
@@ -21,6 +21,7 @@ import signal
 import socket
 import struct
 import sys
+from collections.abc import Iterator
 
 # job: id, operation, item count; then per item a kind and its fields
 JOB = struct.Struct(">IBH")
@@ -68,18 +69,66 @@ def encode_abort(job_id: int) -> bytes:
     return JOB.pack(job_id, OP_ABORT, 0)
 
 
-class _Job:
-    """One response being sent: its socket, its remaining items, the descriptors it owns."""
+class PeerClosed(Exception):
+    """The client is gone (reset, broken pipe)."""
 
-    __slots__ = ("job_id", "out_fd", "items", "fds")
+
+class ShortFile(Exception):
+    """A segment ended before the slice that was to be sent from it."""
+
+    def __init__(self, in_fd: int) -> None:
+        super().__init__(in_fd)
+        self.in_fd = in_fd
+
+
+def send_steps(out_fd: int, items: list) -> Iterator[None]:
+    """Write a response's items (bytes-like buffers and (fd, position, size) file slices) to the
+    non-blocking socket ``out_fd`` in order; yields each time the socket is full, and the caller
+    resumes it once the socket is writable again (the broker's loop awaits, its fallback thread
+    and this process poll). Raises PeerClosed or ShortFile; other OSErrors as they are."""
+    for item in items:
+        if isinstance(item, tuple):
+            in_fd, offset, remaining = item
+            while remaining > 0:
+                try:
+                    sent = os.sendfile(out_fd, in_fd, offset, remaining)
+                except BlockingIOError:
+                    yield
+                    continue
+                except OSError as exc:
+                    if exc.errno in (errno.EPIPE, errno.ECONNRESET):
+                        raise PeerClosed() from None
+                    raise
+                if sent == 0:  # the file is shorter than the slice promised
+                    raise ShortFile(in_fd)
+                offset += sent
+                remaining -= sent
+            continue
+        view = memoryview(item)
+        while view:
+            try:
+                sent = os.write(out_fd, view)
+            except BlockingIOError:
+                yield
+                continue
+            except OSError:  # reset, broken pipe, ...
+                raise PeerClosed() from None
+            view = view[sent:]
+
+
+class _Job:
+    """One response being sent: its socket, where its sending stands, the descriptors it owns."""
+
+    __slots__ = ("job_id", "out_fd", "steps", "fds")
 
     def __init__(self, job_id: int, out_fd: int, items: list, fds: list[int]) -> None:
         self.job_id = job_id
         self.out_fd = out_fd
-        self.items = items  # reversed: the next item is last
+        self.steps = send_steps(out_fd, items)
         self.fds = fds
 
     def close(self) -> None:
+        self.steps.close()
         for fd in self.fds:
             os.close(fd)
 
@@ -96,38 +145,21 @@ def _decode_job(job_id: int, count: int, body: memoryview, fds: list[int]) -> _J
         else:
             _, index, position, size = SLICE_ITEM.unpack_from(body, pos)
             pos += SLICE_ITEM.size
-            items.append([fds[1 + index], position, size])
-    items.reverse()
+            items.append((fds[1 + index], position, size))
     return _Job(job_id, fds[0], items, fds)
 
 
 def _progress(job: _Job) -> int | None:
     """Send what the socket takes; the job's status once it is over, None while it must wait."""
-    items = job.items
     try:
-        while items:
-            item = items[-1]
-            if isinstance(item, list):
-                in_fd, position, remaining = item
-                while remaining > 0:
-                    sent = os.sendfile(job.out_fd, in_fd, position, remaining)
-                    if sent == 0:
-                        return STATUS_SHORT_FILE
-                    position += sent
-                    remaining -= sent
-                    item[1], item[2] = position, remaining
-            else:
-                while item:
-                    item = item[os.write(job.out_fd, item):]
-                    items[-1] = item
-            items.pop()
-    except BlockingIOError:
-        return None
-    except OSError as exc:
-        if exc.errno in (errno.EPIPE, errno.ECONNRESET, errno.ENOTCONN, errno.ETIMEDOUT):
-            return STATUS_CLOSED
-        raise
-    return STATUS_SENT
+        next(job.steps)
+    except StopIteration:
+        return STATUS_SENT
+    except PeerClosed:
+        return STATUS_CLOSED
+    except ShortFile:
+        return STATUS_SHORT_FILE
+    return None
 
 
 def serve(control: socket.socket) -> None:

@@ -419,9 +419,7 @@ class Connection:
         pool = sender_pool.current_pool()
         if pool is None:
             return False
-        job = [(item.file.fileno(), item.position, item.size) if isinstance(item, FileSlice) else item
-               for item in _coalesced(items)]
-        answer = await pool.send(out_fd, job)
+        answer = await pool.send(out_fd, _job_items(items))
         if answer is None:
             return False
         status, message = answer
@@ -504,41 +502,28 @@ def _coalesced(items: list) -> Iterator[bytes | FileSlice]:
         yield b"".join(pending)
 
 
+def _job_items(items: list) -> list:
+    """A response's items as `sender_process.send_steps` takes them: small buffers joined, file
+    slices as (fd, position, size)."""
+    return [(item.file.fileno(), item.position, item.size) if isinstance(item, FileSlice) else item
+            for item in _coalesced(items)]
+
+
 def _send_steps(out_fd: int, items: list, peer: str) -> Iterator[None]:
-    """Write a response's items to a non-blocking socket; yields each time the socket is full, and
-    the caller resumes it once the socket is writable again (the loop awaits, a thread polls).
-    ConnectionClosed when the peer is gone or a segment ends before its slice does."""
-    for item in _coalesced(items):
-        if isinstance(item, FileSlice):
-            in_fd = item.file.fileno()
-            offset, remaining = item.position, item.size
-            while remaining > 0:
-                try:
-                    sent = os.sendfile(out_fd, in_fd, offset, remaining)
-                except BlockingIOError:
-                    yield
-                    continue
-                except OSError as exc:
-                    if exc.errno in (errno.EPIPE, errno.ECONNRESET):
-                        raise ConnectionClosed() from None
-                    raise
-                if sent == 0:
-                    # The file is shorter than the slice promised: the frame cannot be completed.
-                    log.error("Segment %s ended early while sending to %s; closing", item.file, peer)
-                    raise ConnectionClosed()
-                offset += sent
-                remaining -= sent
-            continue
-        view = memoryview(item)
-        while view:
-            try:
-                sent = os.write(out_fd, view)
-            except BlockingIOError:
-                yield
-                continue
-            except OSError:  # reset, broken pipe, ...
-                raise ConnectionClosed() from None
-            view = view[sent:]
+    """`sender_process.send_steps` for a response on the loop or in a worker thread: yields each
+    time the socket is full, and the caller resumes it once the socket is writable again (the loop
+    awaits, a thread polls). ConnectionClosed when the peer is gone or a segment ends before its
+    slice does."""
+    try:
+        yield from sender_process.send_steps(out_fd, _job_items(items))
+    except sender_process.PeerClosed:
+        raise ConnectionClosed() from None
+    except sender_process.ShortFile as exc:
+        segment = next((item.file for item in items
+                        if isinstance(item, FileSlice) and item.file.fileno() == exc.in_fd), None)
+        # The file is shorter than the slice promised: the frame cannot be completed.
+        log.error("Segment %s ended early while sending to %s; closing", segment, peer)
+        raise ConnectionClosed() from None
 
 
 def _send_blocking(out_fd: int, items: list, peer: str) -> None:
