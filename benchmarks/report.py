@@ -325,7 +325,9 @@ def write_report(data: dict[str, Any], output: Path) -> None:
         f"the mixed workload {prof['mixed_bytes'] * data['scale'] / 2**20:.0f} MiB.",
         "* Brokers: Odradek (`python -m odradek serve`, defaults: `odradek.record.validation=crc`) and Apache Kafka "
         "4.1.1 in KRaft mode (one broker+controller process, its stock JVM options: G1, 1 GiB heap), each on a "
-        "fresh log dir, neither fsyncs per write (Kafka's defaults). Both run on the same 2 cores as the load.",
+        "fresh log dir, neither fsyncs per write (Kafka's defaults). Both run on the same 2 cores as the load. "
+        "Before each workload (and each file measurement of the baseline) the runner calls `sync`, so no dirty "
+        "pages of the workload before, possibly the other broker's, are still being written back.",
         "* Load: `kcat -P` processes (one connection each, librdkafka defaults: linger.ms=5, batch.size=1 MB, "
         "sticky partitioning) send a fixed number of records read from a file; time = start of the processes "
         "until all have exited (every record acknowledged); the record count in the topic is checked with "

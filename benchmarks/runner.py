@@ -460,8 +460,13 @@ def warm_up_group_coordinator(bootstrap: str) -> None:
 
 
 def settle() -> None:
-    """Wait past the loop monitor's next one-second line, so that a topic creation just before
-    (one long step for many partitions) is not counted in the workload that follows it."""
+    """Start a workload on a quiet disk and past the loop monitor's next one-second line.
+
+    `sync` first: the page cache may still hold dirty pages of the workload before, possibly the
+    other broker's, and their writeback would slow whatever comes next (a 3 GB backlog cost a
+    produce run ~20%). Then the wait, so that a topic creation just before (one long step for
+    many partitions) is not counted in the workload that follows it."""
+    os.sync()
     time.sleep(1.1)
 
 
@@ -762,6 +767,7 @@ def physical_baseline(total: int, workdir: Path) -> dict[str, float]:
     loop_s = _loopback_seconds(total)
     path = workdir / "baseline.bin"
     chunk = memoryview(os.urandom(MIB))
+    os.sync()  # as before every workload (settle)
     fd = os.open(path, os.O_CREAT | os.O_WRONLY | os.O_TRUNC, 0o644)
     t0 = time.perf_counter()
     for _ in range(total // MIB):
@@ -776,6 +782,7 @@ def physical_baseline(total: int, workdir: Path) -> dict[str, float]:
     read_s = time.perf_counter() - t0
     os.close(fd)
     path.unlink()
+    os.sync()
     # last, so that its dirty pages do not slow the plain append and read above
     to_file_s = _loopback_seconds(total, path)
     path.unlink()
@@ -924,6 +931,7 @@ class Session:
         total = self._bytes(self.p.catchup_bytes)
         self.produce(w, total, topic)
         records = total // w.size
+        settle()
         cpu0, wall0, gen0 = proc_cpu_seconds(self.t.pid), time.time(), children_cpu_seconds()
         t0 = time.perf_counter()
         c = kcat_consumer(self.t.bootstrap, topic, records, self.logs)
