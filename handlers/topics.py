@@ -41,6 +41,8 @@ _REGISTER_CHUNK = 25
 # awaits its file work in a worker thread, and a second request for the same name must not
 # pass the "already exists" check meanwhile.
 _admin_locks: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
+# (change, metadata.version) whose records' codecs are compiled (they are process-wide)
+_warm_changes: set[tuple[str, int]] = set()
 
 
 def admin_lock(broker) -> trio.Lock:
@@ -97,6 +99,37 @@ async def _open_logs(broker, topic: Topic, first: int, end: int) -> None:
                 broker.open_partition_log(topic, index)
 
 
+async def _persist(broker, change: str, topic: Topic) -> None:
+    """ClusterMetadata._persist without long event-loop steps (hold admin_lock).
+
+    The records are built a chunk at a time between checkpoints (those of 1000 partitions are
+    20-40 ms of Python) and the fsync runs in a worker thread (it waits for the journal: measured
+    up to 280 ms while other files were being created). The change is applied to the image only
+    once it is on disk; shielded, so a cancelled request does not leave it appended but unapplied.
+    """
+    store = getattr(broker, "metadata_store", None)
+    if store is None:
+        return
+    if (change, store.metadata_version) not in _warm_changes:
+        # the first change of a kind after start-up compiles its records' codecs (~5 ms of CPU)
+        await trio.to_thread.run_sync(store.warm_codecs, change)
+        _warm_changes.add((change, store.metadata_version))
+    steps = store.build(change, topic)
+    while True:
+        try:
+            next(steps)
+        except StopIteration as done:
+            built = done.value
+            break
+        await trio.lowlevel.checkpoint()
+    await trio.lowlevel.checkpoint()  # the last chunk and the batch were one step
+    with trio.CancelScope(shield=True):
+        store.append_built(built, flush=False)
+        await trio.to_thread.run_sync(store.flush)
+        store.apply(built)
+        await trio.lowlevel.checkpoint()  # the caller's next piece of work is a step of its own
+
+
 async def create_topic(broker, name: str, partitions: int, configs: dict[str, str]) -> Topic:
     """ClusterMetadata.create_topic with the log files made off the event loop (hold admin_lock).
 
@@ -108,7 +141,7 @@ async def create_topic(broker, name: str, partitions: int, configs: dict[str, st
     creating = broker.topics_being_created
     creating.add(name)
     try:
-        meta._persist("create", topic)
+        await _persist(broker, "create", topic)
         await _open_logs(broker, topic, 0, partitions)
         meta._add(topic)
     finally:
@@ -135,7 +168,7 @@ async def ensure_internal_topic(broker, spec: tuple[str, int, dict[str, str]] | 
 async def add_partitions(broker, topic: Topic, new_total: int) -> None:
     """ClusterMetadata.add_partitions with the new logs made off the event loop (hold admin_lock)."""
     old = topic.partitions
-    broker.metadata._persist("partitions", Topic(topic.name, topic.topic_id, new_total, topic.configs))
+    await _persist(broker, "partitions", Topic(topic.name, topic.topic_id, new_total, topic.configs))
     await _open_logs(broker, topic, old, new_total)
     topic.partitions = new_total
     gc.freeze()  # long-lived, like create_topic's logs
@@ -145,13 +178,20 @@ async def delete_topic(broker, topic: Topic) -> None:
     """ClusterMetadata.delete_topic with the file work (close, rename, checkpoints) in a worker
     thread; the topic and its logs leave the metadata and the log manager at once, on the loop."""
     meta = broker.metadata
-    meta._persist("delete", topic)
+    await _persist(broker, "delete", topic)
     meta.topics.pop(topic.name, None)
     meta.topics_by_id.pop(topic.topic_id, None)
     manager = broker.log_manager
     detached = manager.detach_logs([(topic.name, index) for index in range(topic.partitions)])
+
+    def finish() -> None:
+        manager.finish_delete(detached)
+        # the last references to the logs: freeing them (~40 objects a partition, ~5 ms for
+        # 1000 partitions) happens in this thread rather than on the event loop
+        detached.clear()
+
     with trio.CancelScope(shield=True):
-        await trio.to_thread.run_sync(manager.finish_delete, detached)
+        await trio.to_thread.run_sync(finish)
     log.info("Deleted topic %s", topic.name)
 
 

@@ -21,6 +21,7 @@ from ..logstore.partition_log import PartitionLog
 from ..wire.primitives import Uuid
 from ..wire.records import (
     ControlRecordType,
+    RecordBatch,
     SimpleRecord,
     build_batch,
     control_record_key,
@@ -186,22 +187,43 @@ class MetadataLog:
         if not records:
             return self.log_end_offset
         chosen = versions or {}
-        recs = [SimpleRecord(value=encode_metadata_record(name, msg, chosen.get(name)), key=None, timestamp=now_ms)
-                for name, msg in records]
-        return self._append(build_batch(recs, base_offset=self.log_end_offset, partition_leader_epoch=epoch), epoch)
+        values = [encode_metadata_record(name, msg, chosen.get(name)) for name, msg in records]
+        return self.append_batch(metadata_batch(values, now_ms), epoch)
 
-    def _append(self, batch: bytes, epoch: int) -> int:
+    def append_batch(self, batch: bytes, epoch: int, *, flush: bool = True) -> int:
+        """Append a batch from :func:`metadata_batch` (one atomic change) at the log end offset in
+        leader epoch `epoch`, and fsync (unless `flush` is False: then the caller calls `flush`
+        before the change counts); returns its base offset."""
+        buf = bytearray(batch)
+        built = RecordBatch(buf)
+        built.set_base_offset(self.log_end_offset)
+        built.set_partition_leader_epoch(epoch)
+        return self._append(bytes(buf), epoch, flush=flush)
+
+    def _append(self, batch: bytes, epoch: int, *, flush: bool = True) -> int:
         base = self.log_end_offset
         buf = bytearray(batch)
         info = self.plog.append_as_coordinator(buf, epoch)
         if info.first_offset != base or bytes(buf) != batch:
             raise MetadataLogError(f"metadata batch at {base} was not stored as built (got offset {info.first_offset})")
-        # a metadata change counts only once it is on disk (Raft's flush before commit)
-        self.plog.flush()
+        if flush:
+            self.flush()
         return base
+
+    def flush(self) -> None:
+        """fsync what is appended: a metadata change counts only once it is on disk (Raft's flush
+        before commit). Blocking I/O; safe in a worker thread while the loop appends."""
+        self.plog.flush()
 
     def close(self) -> None:
         self.plog.close()
+
+
+def metadata_batch(values: Sequence[bytes], now_ms: int) -> bytes:
+    """The batch that stores these encoded metadata record values, as Kafka's Raft leader builds
+    it, but at base offset 0 and without a leader epoch: :meth:`MetadataLog.append_batch` sets both
+    (the CRC covers neither), so a big change can be built ahead of its append."""
+    return build_batch([SimpleRecord(value=value, key=None, timestamp=now_ms) for value in values])
 
 
 def _file_batches(path: Path, size: int | None = None) -> Iterator[Any]:

@@ -12,6 +12,7 @@ value is the message body at version 0, whose first field is its own ``Version``
 
 from __future__ import annotations
 
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from functools import cache
 from typing import Any
@@ -82,14 +83,28 @@ class MetadataRecord:
     message: Any
 
 
-def encode_metadata_record(name: str, message: Any, version: int | None = None) -> bytes:
-    """The record value Kafka writes for ``message`` (ApiMessageAndVersion framing + body)."""
+def _metadata_codec(name: str, version: int | None) -> tuple[Any, int, int]:
+    """(codec, api key, version) of a metadata record type, written at `version` (default:
+    what Kafka 4.1 writes)."""
     mdef = schema.message_def(name)
     if mdef.kind != "metadata":
         raise ValueError(f"{name} is not a metadata record")
     v = WRITE_VERSIONS.get(name, mdef.valid[1] if mdef.valid else 0) if version is None else version
-    body = schema.codec(name, v).encode_bytes(message)
-    return encode_uvarint(FRAME_VERSION) + encode_uvarint(int(mdef.api_key)) + encode_uvarint(v) + body
+    return schema.codec(name, v), int(mdef.api_key), v
+
+
+def encode_metadata_record(name: str, message: Any, version: int | None = None) -> bytes:
+    """The record value Kafka writes for ``message`` (ApiMessageAndVersion framing + body)."""
+    codec, api_key, v = _metadata_codec(name, version)
+    return encode_uvarint(FRAME_VERSION) + encode_uvarint(api_key) + encode_uvarint(v) + codec.encode_bytes(message)
+
+
+def warm_metadata_codecs(names: Iterable[str], versions: Mapping[str, int]) -> None:
+    """Compile the record classes and codecs of these metadata record types at the versions they
+    are written in (`versions`, else the default). The first compilation costs a few ms of CPU:
+    call this from a worker thread so that an event loop does not wait for it."""
+    for name in names:
+        _metadata_codec(name, versions.get(name))
 
 
 def decode_metadata_record(value: bytes | memoryview) -> MetadataRecord:

@@ -220,3 +220,65 @@ def test_an_unfinished_kafka_transaction_is_aborted_before_new_records(tmp_path:
     names = [r.name for r in md.replay_records()]
     md.plog.close_handlers()
     assert names.index("AbortTransactionRecord") < names.index("RegisterBrokerRecord")
+
+
+def test_a_big_change_is_built_in_steps_and_stored_as_one_batch_built_at_once(tmp_path: Path) -> None:
+    from odradek.kraft.store import BUILD_CHUNK, run_steps
+    from odradek.wire.records import SimpleRecord, build_batch
+
+    store = _store(tmp_path)
+    topic = Topic("wide", random_uuid(), 1000, {"retention.ms": "7"})
+    steps = store.build("create", topic)
+    yields = 0
+    while True:
+        try:
+            next(steps)
+        except StopIteration as done:
+            built = done.value
+            break
+        yields += 1
+        assert _topics(store) == {}  # nothing is changed while building
+    # 1002 records: the 1000 PartitionRecords built, then all 1002 encoded, a chunk at a time
+    assert len(built.records) == 1002 and yields == 1000 // BUILD_CHUNK + 1002 // BUILD_CHUNK >= 10
+    end = store.log.log_end_offset
+    base = store.append_built(built, flush=False)
+    assert base == end and _topics(store) == {}  # appended, not applied until flushed
+    store.flush()
+    store.apply(built)
+    assert _topics(store)["wide"][1:] == (1000, {"retention.ms": "7"})
+    # the batch built at offset 0 and patched at append is the one Kafka's leader builds in place
+    data = (tmp_path / "__cluster_metadata-0" / "00000000000000000000.log").read_bytes()
+    (stored,) = [b for b in iter_batches(data) if b.base_offset == base]
+    stored_records = list(stored.records())
+    expected = build_batch([SimpleRecord(value=r.value, key=None, timestamp=r.timestamp) for r in stored_records],
+                           base_offset=base, partition_leader_epoch=store.epoch)
+    assert bytes(stored.buffer) == expected and stored.is_valid()
+    # the one-step path writes the same records
+    again = Topic("wide2", random_uuid(), 1000, {"retention.ms": "7"})
+    assert [n for n, _ in run_steps(store.build("create", again)).records] == [n for n, _ in built.records]
+    store.close()
+
+
+def test_replaying_appended_records_matches_replaying_the_log() -> None:
+    tid, other = random_uuid(), random_uuid()
+    records = [
+        ("TopicRecord", new_record("TopicRecord", name="t", topic_id=tid)),
+        ("ConfigRecord", new_record("ConfigRecord", resource_type=2, resource_name="t", name="retention.ms", value="5")),
+        *[("PartitionRecord", new_record("PartitionRecord", partition_id=i, topic_id=tid, replicas=[1], isr=[1],
+                                         removing_replicas=[], adding_replicas=[], leader=1, leader_recovery_state=0,
+                                         leader_epoch=0, partition_epoch=0, directories=[DIR_ID])) for i in range(3)],
+        ("PartitionChangeRecord", new_record("PartitionChangeRecord", partition_id=1, topic_id=tid, leader=-1)),
+        ("BeginTransactionRecord", new_record("BeginTransactionRecord", name="x")),
+        ("TopicRecord", new_record("TopicRecord", name="held", topic_id=other)),
+        ("EndTransactionRecord", new_record("EndTransactionRecord")),
+        ("NoOpRecord", new_record("NoOpRecord")),
+    ]
+    by_log, appended = MetadataImage(), MetadataImage()
+    by_log.replay_all(MetadataRecord(n, 0, m) for n, m in records)
+    appended.replay_appended(records)
+    for image in (by_log, appended):
+        assert sorted(image.topic_ids) == ["held", "t"]
+    assert appended.topics_by_id[tid].partitions == by_log.topics_by_id[tid].partitions
+    assert appended.topics_by_id[tid].partitions[1].leader == -1
+    assert appended.configs == by_log.configs
+    assert (appended.records_applied, appended.skipped) == (by_log.records_applied, by_log.skipped)

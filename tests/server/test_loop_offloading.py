@@ -11,6 +11,7 @@ import signal
 import socket
 import threading
 import time
+import weakref
 from contextlib import contextmanager
 from pathlib import Path
 
@@ -20,7 +21,9 @@ import trio.testing
 
 from odradek import sender_pool, sender_process, server
 from odradek.handlers import fetch as fetch_handler
+from odradek.handlers import topics as topics_handler
 from odradek.handlers.fetch_sessions import AppendWaiters
+from odradek.kraft.log import MetadataLog
 from odradek.logstore.manager import LogManager
 from odradek.logstore.offset_index import OffsetIndex
 from odradek.logstore.partition_log import PartitionLog
@@ -116,6 +119,54 @@ def test_delete_topics_does_the_file_work_in_a_worker_thread(broker_conn, monkey
     assert running.broker.metadata.get("doomed") is None
     assert running.broker.partition_log("doomed", 0) is None
     assert not log_dir.exists()
+
+
+def test_topic_changes_fsync_the_metadata_log_in_a_worker_thread(broker_conn, monkeypatch):
+    running, conn = broker_conn
+    store = running.broker.metadata_store
+    with recording_threads(monkeypatch, MetadataLog, "flush") as flushed:
+        create_topic(conn, "recorded", 2)
+        created = list(flushed)
+        cls = request_class(CREATE_PARTITIONS)
+        response = conn.send(CREATE_PARTITIONS, cls(
+            topics=[cls.CreatePartitionsTopic(name="recorded", count=3, assignments=None)], timeout_ms=30000))
+        assert [r.error_code for r in response.results] == [0]
+        grown = flushed[len(created):]
+        cls = request_class(DELETE_TOPICS)
+        response = conn.send(DELETE_TOPICS, cls(topics=[cls.DeleteTopicState(name="recorded")], timeout_ms=30000),
+                             version=6)
+        assert [r.error_code for r in response.responses] == [0]
+        deleted = flushed[len(created) + len(grown):]
+    loop = loop_thread_id()
+    for fsyncs in (created, grown, deleted):
+        assert fsyncs and loop not in fsyncs
+    # applied once on disk: the image has the change, and a restart would replay the same
+    assert store.image.topic("recorded") is None
+    assert store.log.log_end_offset == store.log.plog.recovery_point
+
+
+def test_the_first_topic_change_compiles_its_records_codecs_in_a_worker_thread(broker_conn, monkeypatch):
+    running, conn = broker_conn
+    for key in [k for k in schema._CODECS if k[0] in ("TopicRecord", "ConfigRecord", "PartitionRecord")]:
+        monkeypatch.delitem(schema._CODECS, key)
+    monkeypatch.setattr(topics_handler, "_warm_changes", set())
+    with recording_threads(monkeypatch, schema._Compiler, "build") as built:
+        create_topic(conn, "compiled", 1)
+    assert len(built) == 3 and loop_thread_id() not in built
+    assert running.broker.metadata_store.image.topic("compiled") is not None
+
+
+def test_deleted_logs_are_freed_in_a_worker_thread(broker_conn):
+    running, conn = broker_conn
+    create_topic(conn, "freed", 3)
+    freed: list[int] = []
+    for index in range(3):
+        weakref.finalize(running.broker.partition_log("freed", index), lambda: freed.append(threading.get_ident()))
+    cls = request_class(DELETE_TOPICS)
+    response = conn.send(DELETE_TOPICS, cls(topics=[cls.DeleteTopicState(name="freed")], timeout_ms=30000),
+                         version=6)
+    assert [r.error_code for r in response.responses] == [0]
+    assert len(freed) == 3 and loop_thread_id() not in freed
 
 
 def test_a_new_api_version_compiles_its_codecs_in_a_worker_thread(broker_conn, monkeypatch):
