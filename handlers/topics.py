@@ -14,6 +14,7 @@ import weakref
 import trio
 
 from ..cluster_metadata import Topic, random_uuid, validate_topic_name
+from ..kraft.store import Steps
 from ..security.acl import RT_TOPIC
 from ..wire.errors import ErrorCode
 from ..wire.primitives import Uuid
@@ -114,14 +115,10 @@ async def _persist(broker, change: str, topic: Topic) -> None:
         # the first change of a kind after start-up compiles its records' codecs (~5 ms of CPU)
         await trio.to_thread.run_sync(store.warm_codecs, change)
         _warm_changes.add((change, store.metadata_version))
-    steps = store.build(change, topic)
-    while True:
-        try:
-            next(steps)
-        except StopIteration as done:
-            built = done.value
-            break
+    steps = Steps(store.build(change, topic))
+    for _ in steps:
         await trio.lowlevel.checkpoint()
+    built = steps.value
     await trio.lowlevel.checkpoint()  # the last chunk and the batch were one step
     with trio.CancelScope(shield=True):
         store.append_built(built, flush=False)

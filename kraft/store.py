@@ -14,7 +14,7 @@ import logging
 from collections.abc import Callable, Generator, Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, TypeVar
+from typing import TYPE_CHECKING, Any, Generic, TypeVar
 
 from ..wire.primitives import Uuid
 from .features import (
@@ -59,13 +59,24 @@ _CHANGE_RECORDS = {"create": ("TopicRecord", "ConfigRecord", "PartitionRecord"),
 T = TypeVar("T")
 
 
+class Steps(Generic[T]):
+    """A generator of steps (such as `MetadataStore.build`) to iterate, one item a step (an
+    event loop may checkpoint in between); `value` is what it returned, once iterated."""
+
+    def __init__(self, steps: Generator[None, None, T]) -> None:
+        self._steps = steps
+        self.value: T | None = None
+
+    def __iter__(self) -> Iterator[None]:
+        self.value = yield from self._steps
+
+
 def run_steps(steps: Generator[None, None, T]) -> T:
-    """Run a generator of steps (such as `MetadataStore.build`) to its end; its return value."""
-    while True:
-        try:
-            next(steps)
-        except StopIteration as done:
-            return done.value
+    """Run a generator of steps to its end; its return value."""
+    run = Steps(steps)
+    for _ in run:
+        pass
+    return run.value  # type: ignore[return-value]  # set by the iteration
 
 
 @dataclass

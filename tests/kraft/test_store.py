@@ -223,21 +223,18 @@ def test_an_unfinished_kafka_transaction_is_aborted_before_new_records(tmp_path:
 
 
 def test_a_big_change_is_built_in_steps_and_stored_as_one_batch_built_at_once(tmp_path: Path) -> None:
-    from odradek.kraft.store import BUILD_CHUNK, run_steps
+    from odradek.kraft.store import BUILD_CHUNK, Steps, run_steps
     from odradek.wire.records import SimpleRecord, build_batch
 
     store = _store(tmp_path)
     topic = Topic("wide", random_uuid(), 1000, {"retention.ms": "7"})
-    steps = store.build("create", topic)
+    steps = Steps(store.build("create", topic))
     yields = 0
-    while True:
-        try:
-            next(steps)
-        except StopIteration as done:
-            built = done.value
-            break
+    for _ in steps:
         yields += 1
         assert _topics(store) == {}  # nothing is changed while building
+    built = steps.value
+    assert built is not None
     # 1002 records: the 1000 PartitionRecords built, then all 1002 encoded, a chunk at a time
     assert len(built.records) == 1002 and yields == 1000 // BUILD_CHUNK + 1002 // BUILD_CHUNK >= 10
     end = store.log.log_end_offset
