@@ -16,6 +16,7 @@ from ..security.acl import RT_CLUSTER, RT_TOPIC, authorizer_for
 from ..wire.errors import ErrorCode
 from ..wire.primitives import Uuid
 from ..wire.protocol import response_class, supported_versions
+from ..wire.schema import encode_struct
 from .common import (
     AUTHORIZED_OPERATIONS_OMITTED,
     CLUSTER_OPERATIONS,
@@ -40,7 +41,10 @@ PartitionMeta = MetadataResponse.MetadataResponsePartition
 _topic_cache: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
 
 
-def topic_metadata(ctx: RequestContext, topic: Topic, include_ops: bool) -> object:
+def topic_metadata(ctx: RequestContext, topic: Topic, include_ops: bool, version: int) -> object:
+    """A topic's entry of a Metadata response of `version`. Shared entries come pre-encoded
+    (`wire.schema.Encoded`): encoding ~1000 partition entries took ~4 ms of the event loop for
+    every request listing them."""
     broker = ctx.broker
     if include_ops and authorizer_for(broker) is not None:
         # what the principal may do on the topic: not an entry to share with other requests
@@ -51,20 +55,22 @@ def topic_metadata(ctx: RequestContext, topic: Topic, include_ops: bool) -> obje
         cache = _topic_cache[broker]
     except (KeyError, TypeError):  # TypeError: a broker stand-in that cannot be weakly referenced
         cache = None
-    if cache is not None:
-        entry = cache.get(key)
-        if entry is not None:
+    cached = cache.get(key) if cache is not None else None
+    if cached is None:
+        entry = _build_topic_metadata(ctx, topic, include_ops)
+        try:
+            if cache is None:
+                cache = _topic_cache[broker] = {}
+        except TypeError:
             return entry
-    entry = _build_topic_metadata(ctx, topic, include_ops)
-    try:
-        if cache is None:
-            cache = _topic_cache[broker] = {}
-    except TypeError:
-        return entry
-    if len(cache) > 2 * len(getattr(broker.metadata, "topics", ())) + 16:
-        cache.clear()  # entries of deleted or changed topics
-    cache[key] = entry
-    return entry
+        if len(cache) > 2 * len(getattr(broker.metadata, "topics", ())) + 16:
+            cache.clear()  # entries of deleted or changed topics
+        cached = cache[key] = (entry, {})
+    entry, by_version = cached
+    encoded = by_version.get(version)
+    if encoded is None:
+        encoded = by_version[version] = encode_struct("MetadataResponse", version, "MetadataResponseTopic", entry)
+    return encoded
 
 
 def _build_topic_metadata(ctx: RequestContext, topic: Topic, include_ops: bool) -> object:
@@ -109,7 +115,7 @@ async def handle_metadata(ctx: RequestContext, header, request) -> object:
     topics: list = []
     all_topics = request.topics is None or (version == 0 and not request.topics)
     if all_topics:
-        topics = [topic_metadata(ctx, t, include_ops) for t in meta.topics.values()]
+        topics = [topic_metadata(ctx, t, include_ops, version) for t in meta.topics.values()]
     else:
         # v0-v3 always allowed auto-creation; the flag exists from v4.
         allow_create = request.allow_auto_topic_creation if version >= 4 else True
@@ -123,11 +129,11 @@ async def handle_metadata(ctx: RequestContext, header, request) -> object:
                 if topic is None:
                     unknown_ids.append(_error_topic(None, ErrorCode.UNKNOWN_TOPIC_ID, wanted.topic_id))
                 else:
-                    topics.append(topic_metadata(ctx, topic, include_ops))
+                    topics.append(topic_metadata(ctx, topic, include_ops, version))
                 continue
             topic = meta.get(wanted.name)
             if topic is not None:
-                topics.append(topic_metadata(ctx, topic, include_ops))
+                topics.append(topic_metadata(ctx, topic, include_ops, version))
                 continue
             # KafkaApis fills in the principal's operations for topics it answers by name with an
             # error too (not for unknown topic ids)

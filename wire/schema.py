@@ -417,13 +417,39 @@ def _uvarint_fast(buf, pos):
     return P.read_uvarint(buf, pos)
 
 
+class Encoded:
+    """A struct (an element of an array field) encoded ahead of time for one message version, to
+    be put in a message in place of the object (`encode_struct`): a Metadata response for every
+    topic reuses its topics' bytes instead of encoding ~1000 partition entries (~4 ms) again.
+    At another message or version the encoder encodes `obj` as usual; reading an attribute
+    reads it from `obj`, so code that inspects the message still works."""
+
+    __slots__ = ("key", "data", "obj")
+
+    def __init__(self, key: tuple[str, int, str], data: bytes, obj: Any) -> None:
+        self.key = key
+        self.data = data
+        self.obj = obj
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self.obj, name)
+
+
+def encode_struct(message: str, version: int, struct_name: str, obj: Any) -> Encoded:
+    """`obj`, a `struct_name` of message `message`, encoded for `version` (see `Encoded`).
+    Only structs without records, outside tagged fields, take the pre-encoded bytes."""
+    c = codec(message, version)
+    out = c.encode_into.__globals__[f"e_{struct_name}"](obj, bytearray(), None)
+    return Encoded((message, version, struct_name), bytes(out), obj)
+
+
 _NS_BASE: dict[str, Any] = {
     "_rs": P.read_string, "_rb": P.read_bytes, "_rv": P.read_bytes_view, "_ral": P.read_array_length,
     "_ru": P.read_uuid, "_ruv": _uvarint_fast, "_ws": P.write_string, "_wb": P.write_bytes,
     "_wal": P.write_array_length, "_wuv": P.write_uvarint, "_wrec": _write_records, "_trunc": _trunc,
     "_nav": _not_at_version, "_ZU": P.Uuid.ZERO,
     "_unpack_from": struct.unpack_from, "_pack": struct.pack, "_new": object.__new__, "_sorted": sorted,
-    "_I8": P.INT8, "S_h": P.INT16, "S_i": P.INT32,
+    "_I8": P.INT8, "S_h": P.INT16, "S_i": P.INT32, "_Encoded": Encoded,
 }
 
 
@@ -668,6 +694,13 @@ class _Compiler:
 
     def gen_encoder(self, sd: StructDef) -> list[str]:
         L = [f"def e_{sd.name}(o, out, chunks):"]
+        if sd is not self.mdef.root and not self.has_records(sd):
+            key = (self.mdef.name, self.v, sd.name)
+            L += ["    if o.__class__ is _Encoded:",
+                  f"        if o.key == {key!r}:",
+                  "            out += o.data",
+                  "            return out",
+                  "        o = o.obj"]
         regular = [f for f in sd.fields if self.present(f) and not self.is_tagged(f)]
         tagged = sorted((f for f in sd.fields if self.present(f) and self.is_tagged(f)), key=lambda f: f.tag)
         # Kafka refuses to silently drop a non-default value of a field the version lacks,

@@ -22,6 +22,7 @@ import trio.testing
 
 from odradek import sender_pool, sender_process, server
 from odradek.handlers import fetch as fetch_handler
+from odradek.handlers import metadata as metadata_handler
 from odradek.handlers import topics as topics_handler
 from odradek.handlers.fetch_sessions import AppendWaiters
 from odradek.kraft.log import MetadataLog
@@ -36,7 +37,7 @@ from odradek.wire.protocol import encode_request, request_class
 from odradek.wire.records import SimpleRecord, build_batch
 
 CREATE_TOPICS, DELETE_TOPICS, CREATE_PARTITIONS, DESCRIBE_CLUSTER = 19, 20, 37, 60
-PRODUCE, FETCH = 0, 1
+PRODUCE, FETCH, METADATA = 0, 1, 3
 
 
 def loop_thread_id() -> int:
@@ -187,6 +188,31 @@ def test_the_log_cleaner_module_is_imported_in_a_worker_thread(monkeypatch):
     threads = [ident for name, ident in calls if name.endswith("logstore.cleaner")]
     assert running.broker.log_cleaner is not None
     assert threads and loop not in threads
+
+
+def test_metadata_of_every_topic_reuses_the_topics_encoded_entries(broker_conn, monkeypatch):
+    running, conn = broker_conn
+    for name, partitions in (("listed-a", 3), ("listed-b", 40)):
+        create_topic(conn, name, partitions)
+    encoded: list[tuple[int, str]] = []
+    original = metadata_handler.encode_struct
+
+    def encode_struct(message, version, struct_name, obj):
+        encoded.append((version, obj.name))
+        return original(message, version, struct_name, obj)
+
+    monkeypatch.setattr(metadata_handler, "encode_struct", encode_struct)
+    cls = request_class(METADATA)
+    answers = []
+    for version in (12, 12, 9):
+        request = cls(topics=None, allow_auto_topic_creation=False, include_topic_authorized_operations=False)
+        answers.append(conn.send(METADATA, request, version=version))
+    for answer in answers:
+        assert {t.name: len(t.partitions) for t in answer.topics} == {"listed-a": 3, "listed-b": 40}
+        assert [p.partition_index for p in next(t for t in answer.topics if t.name == "listed-b").partitions] == list(
+            range(40))
+    # each topic encoded once per version: the second request at v12 reused the bytes
+    assert sorted(encoded) == [(9, "listed-a"), (9, "listed-b"), (12, "listed-a"), (12, "listed-b")]
 
 
 def test_a_new_api_version_compiles_its_codecs_in_a_worker_thread(broker_conn, monkeypatch):
