@@ -6,7 +6,6 @@ retention) runs in the server's nursery so that shutdown cancels it cleanly.
 
 from __future__ import annotations
 
-import importlib
 import logging
 import time
 from typing import Any
@@ -129,11 +128,9 @@ class Broker:
             delete_delay_s = int(cfg.get("log.segment.delete.delay.ms")) / 1000
             nursery.start_soon(self._every, min(max(delete_delay_s, 0.05), 1.0), self.log_manager.delete_pending_dirs)
             if cfg.get("log.cleaner.enable"):
-                # only brokers run it; importing it is ~7 ms of module code, which a worker thread
-                # runs while the loop serves the first clients
-                cleaner = await trio.to_thread.run_sync(importlib.import_module, ".logstore.cleaner", __package__)
+                from .logstore.cleaner import LogCleaner  # noqa: PLC0415 - only brokers run it
                 mv = getattr(self.metadata_store, "metadata_version", None)
-                self.log_cleaner = cleaner.LogCleaner.from_broker_config(self.log_manager, cfg.raw, mv)
+                self.log_cleaner = LogCleaner.from_broker_config(self.log_manager, cfg.raw, mv)
                 nursery.start_soon(self.log_cleaner.run_forever)
             flush_ms = cfg.log_flush_interval_ms
             if flush_ms < 2**62:

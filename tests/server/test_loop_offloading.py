@@ -6,7 +6,6 @@ timings: an in-process broker runs its Trio loop in the thread named ``odradek-b
 
 from __future__ import annotations
 
-import importlib
 import os
 import signal
 import socket
@@ -169,25 +168,6 @@ def test_deleted_logs_are_freed_in_a_worker_thread(broker_conn):
                          version=6)
     assert [r.error_code for r in response.responses] == [0]
     assert len(freed) == 3 and loop_thread_id() not in freed
-
-
-def test_the_log_cleaner_module_is_imported_in_a_worker_thread(monkeypatch):
-    calls: list[tuple[str, int]] = []
-    original = importlib.import_module
-
-    def import_module(name, package=None):
-        calls.append((name, threading.get_ident()))
-        return original(name, package)
-
-    monkeypatch.setattr(importlib, "import_module", import_module)
-    with running_broker() as running:
-        deadline = time.monotonic() + 10
-        while getattr(running.broker, "log_cleaner", None) is None and time.monotonic() < deadline:
-            time.sleep(0.01)
-        loop = loop_thread_id()
-    threads = [ident for name, ident in calls if name.endswith("logstore.cleaner")]
-    assert running.broker.log_cleaner is not None
-    assert threads and loop not in threads
 
 
 def test_metadata_of_every_topic_reuses_the_topics_encoded_entries(broker_conn, monkeypatch):
