@@ -27,8 +27,6 @@ log = logging.getLogger(__name__)
 RESOURCE_TOPIC = 2
 RESOURCE_BROKER = 4
 
-_UNSEEN = object()
-
 #: PartitionChangeRecord.leader value meaning "leader unchanged".
 NO_LEADER_CHANGE = -2
 
@@ -103,14 +101,9 @@ class MetadataImage:
             if self._txn is not None or name.endswith("TransactionRecord"):
                 self.replay(MetadataRecord(name, 0, message))
                 continue
-            handler = handlers.get(name, _UNSEEN)
-            if handler is _UNSEEN:
-                handler = handlers[name] = getattr(self, "_on_" + name, None)
-            if handler is None or message is None:
-                self.skipped[name] += 1
-                continue
-            handler(message)
-            self.records_applied += 1
+            if name not in handlers:
+                handlers[name] = getattr(self, "_on_" + name, None)
+            self._apply_message(name, message, handlers[name])
 
     def finish(self) -> bool:
         """End of the log: a transaction still open was never committed, drop it.
@@ -144,11 +137,13 @@ class MetadataImage:
         self._apply(rec)
 
     def _apply(self, rec: MetadataRecord) -> None:
-        handler = getattr(self, "_on_" + rec.name, None)
-        if handler is None or rec.message is None:
-            self.skipped[rec.name] += 1
+        self._apply_message(rec.name, rec.message, getattr(self, "_on_" + rec.name, None))
+
+    def _apply_message(self, name: str, message: Any, handler: Any) -> None:
+        if handler is None or message is None:
+            self.skipped[name] += 1
             return
-        handler(rec.message)
+        handler(message)
         self.records_applied += 1
 
     def _on_TopicRecord(self, m: Any) -> None:  # noqa: N802 - named after Kafka's record

@@ -292,11 +292,8 @@ class MetadataStore:
             for _name, msg in records:
                 msg.broker_epoch = self.log.log_end_offset
         base = self.log.append(records, self.epoch, self.now_ms(), record_versions(self.metadata_version))
-        self._replay(records)
-        return base
-
-    def _replay(self, records: Sequence[tuple[str, Any]]) -> None:
         self.image.replay_appended(records)
+        return base
 
     def append_records(self, records: Sequence[tuple[str, Any]]) -> int:
         """Persist controller records that are no topic change (SCRAM credentials, ...) as one batch,
@@ -363,7 +360,7 @@ class MetadataStore:
 
     def apply(self, built: BuiltChange) -> None:
         """The second half of `commit`: apply an appended (and flushed) change to the image."""
-        self._replay(built.records)
+        self.image.replay_appended(built.records)
 
     def records_for(self, change: str, topic: Topic) -> list[tuple[str, Any]]:
         """The metadata records Kafka's controller would write for a change of `topic`."""
