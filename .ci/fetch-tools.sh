@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Install everything the compatibility tests need besides Python packages:
 #   * Debian packages: kcat (a librdkafka CLI client), and a JDK + Maven if the machine lacks them;
-#   * the official Apache Kafka jars (4.1.1 and 3.9.1), resolved by Maven from compat-tests/pom.xml
+#   * the official Apache Kafka jars (4.4.0, 4.1.1 and 3.9.1), resolved by Maven from compat-tests/pom.xml
 #     into .cache/m2, with each release's runtime classpath written to .cache/kafka-<version>.classpath;
 #   * Spark's Kafka connector (spark-sql-kafka-0-10) from compat-tests/spark-pom.xml, its classpath
 #     written to .cache/spark-kafka.classpath;
@@ -15,7 +15,7 @@ cd "$(dirname "${BASH_SOURCE[0]}")/.."
 ROOT=$PWD
 CACHE=${ODRADEK_CACHE_DIR:-$ROOT/.cache}
 M2=$CACHE/m2
-KAFKA_VERSIONS=(4.1.1 3.9.1)
+KAFKA_VERSIONS=(4.4.0 4.1.1 3.9.1)
 mkdir -p "$CACHE"
 
 log() { printf '[fetch-tools] %s\n' "$*" >&2; }

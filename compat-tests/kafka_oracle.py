@@ -48,7 +48,9 @@ CACHE_DIR = Path(os.environ.get("ODRADEK_CACHE_DIR", REPO_ROOT / ".cache"))
 JAVA_SRC_DIR = COMPAT_DIR / "java"
 
 DEFAULT_KAFKA_VERSION = "4.1.1"
-KAFKA_VERSIONS = ("4.1.1", "3.9.1")
+KAFKA_VERSIONS = ("4.4.0", "4.1.1", "3.9.1")
+#: The current Apache Kafka release (issue #23 moves DEFAULT_KAFKA_VERSION to it).
+KAFKA_4_4 = "4.4.0"
 
 #: Fixed cluster id so formatted log dirs (meta.properties) are reproducible across runs.
 #: It is the URL-safe base64 (no padding) of the 16 bytes ``b"Odradek-Oracle-1"``.
