@@ -139,19 +139,30 @@ class ConsumerGroup:
 
     # ---------------------------------------------------------------- validation for offsets
 
-    def validate_offset_commit(self, member_id: str, member_epoch: int, api_version: int) -> None:
-        if not member_id and member_epoch < 0:
-            if self.members:
-                raise GroupError(ErrorCode.UNKNOWN_MEMBER_ID)
-            return  # an admin/simple commit to an empty group
+    def validate_offset_commit(self, member_id: str, member_epoch: int, api_version: int, *,
+                               instance_id: str | None = None, transactional: bool = False) -> None:
+        """Kafka's ConsumerGroup.validateOffsetCommit for an OffsetCommit or (`transactional`) a
+        TxnOffsetCommit; raises GroupError."""
+        if member_epoch < 0 and not self.members:
+            return  # the admin client or a consumer without group management, to an empty group
+        if transactional and member_epoch == -1 and not member_id and instance_id is None:
+            # TxnOffsetCommit before v3 carries no member: Kafka accepts it whatever the group holds.
+            return
         member = self.members.get(member_id)
         if member is None:
-            raise GroupError(ErrorCode.UNKNOWN_MEMBER_ID)
-        if api_version < 9:
-            # Members of the consumer protocol must commit with OffsetCommit v9+ (member epochs).
-            raise GroupError(ErrorCode.UNSUPPORTED_VERSION)
+            raise GroupError(ErrorCode.UNKNOWN_MEMBER_ID,
+                             f"Member {member_id} is not a member of group {self.group_id}.")
+        if not transactional and api_version < 9:
+            # Only plain commits must use OffsetCommit v9+ (member epochs); TxnOffsetCommit v3+
+            # carries the member epoch in its generation id field, so Kafka exempts it.
+            raise GroupError(ErrorCode.UNSUPPORTED_VERSION,
+                             "OffsetCommit version 9 or above must be used by members using the consumer group protocol")
         if member_epoch != member.member_epoch:
-            raise GroupError(ErrorCode.STALE_MEMBER_EPOCH)
+            # TxnOffsetCommit before v6 has no STALE_MEMBER_EPOCH: Kafka answers ILLEGAL_GENERATION.
+            stale = not transactional or api_version >= 6
+            code = ErrorCode.STALE_MEMBER_EPOCH if stale else ErrorCode.ILLEGAL_GENERATION
+            raise GroupError(code, f"The received member epoch {member_epoch} does not match "
+                                   f"the expected member epoch {member.member_epoch}.")
 
     def validate_offset_fetch(self, member_id: str, member_epoch: int) -> None:
         member = self.members.get(member_id)

@@ -934,19 +934,29 @@ class GroupCoordinator:
     # ================================================================== offsets
 
     def validate_offset_commit(self, group_id: str, generation_id: int, member_id: str,
-                               instance_id: str | None, api_version: int) -> Group:
-        """The group an OffsetCommit may write to (created for simple consumers); raises GroupError."""
+                               instance_id: str | None, api_version: int, *, transactional: bool = False) -> Group:
+        """The group an OffsetCommit (or, `transactional`, a TxnOffsetCommit) may write to; a simple
+        group is created for consumers without group management. Raises GroupError.
+
+        Kafka's OffsetMetadataManager validates both through the group's validateOffsetCommit, which
+        relaxes three rules for transactional commits: no OffsetCommit-v9 requirement for consumer
+        protocol members, memberless commits to a classic group with members, and commits while a
+        classic group completes a rebalance. Transactional commits do not count as a heartbeat."""
         self._check_active()
         group = self.groups.get(group_id)
         if group is None:
             if generation_id >= 0:
-                # A generation for a group that does not exist: from v9 on Kafka says so plainly.
-                raise GroupError(ErrorCode.GROUP_ID_NOT_FOUND if api_version >= 9 else ErrorCode.ILLEGAL_GENERATION)
+                # A generation for a group that does not exist: Kafka says so plainly from
+                # OffsetCommit v9 and TxnOffsetCommit v6 on.
+                if api_version >= (6 if transactional else 9):
+                    raise GroupError(ErrorCode.GROUP_ID_NOT_FOUND)
+                raise GroupError(ErrorCode.ILLEGAL_GENERATION)
             # The admin client or a consumer without group management: a simple group is created.
             group = self.groups[group_id] = ClassicGroup(group_id)
             return group
         if isinstance(group, ConsumerGroup):
-            group.validate_offset_commit(member_id, generation_id, api_version)
+            group.validate_offset_commit(member_id, generation_id, api_version, instance_id=instance_id,
+                                         transactional=transactional)
             return group
         if group.is_in(GroupState.DEAD):
             raise GroupError(ErrorCode.COORDINATOR_NOT_AVAILABLE)
@@ -956,11 +966,14 @@ class GroupCoordinator:
             member = self._validate_member(group, member_id, instance_id)
             if generation_id != group.generation_id:
                 raise GroupError(ErrorCode.ILLEGAL_GENERATION)
+            if transactional:
+                return group
             if group.is_in(GroupState.COMPLETING_REBALANCE):
                 raise GroupError(ErrorCode.REBALANCE_IN_PROGRESS)
             self._heartbeat(member)
-        elif not group.is_in(GroupState.EMPTY):
-            # A commit without a generation to a group that has members.
+        elif not transactional and not group.is_in(GroupState.EMPTY):
+            # A commit without a generation to a group that has members (old TxnOffsetCommit
+            # versions carry no member, so Kafka lets those through).
             raise GroupError(ErrorCode.UNKNOWN_MEMBER_ID)
         return group
 

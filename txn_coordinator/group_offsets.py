@@ -54,12 +54,14 @@ class GroupOffsets:
 
     def validate(self, group_id: str, generation_id: int, member_id: str, instance_id: str | None,
                  api_version: int) -> ErrorCode:
-        """The group coordinator's OffsetCommit checks (generation, member) for a TxnOffsetCommit."""
+        """The group coordinator's checks (generation, member) for a TxnOffsetCommit: those of
+        OffsetCommit with Kafka's transactional exemptions."""
         groups = self._groups()
         if groups is None:
             return ErrorCode.COORDINATOR_NOT_AVAILABLE
         try:
-            groups.validate_offset_commit(group_id, generation_id, member_id, instance_id, api_version)
+            groups.validate_offset_commit(group_id, generation_id, member_id, instance_id, api_version,
+                                          transactional=True)
         except Exception as exc:
             code = getattr(exc, "code", None)
             if code is None:

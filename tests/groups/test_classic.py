@@ -311,3 +311,30 @@ def test_members_that_never_sync_are_removed_after_the_rebalance_timeout():
         assert c.groups["g"].state is GroupState.PREPARING_REBALANCE
 
     run_with_coordinator(None, scenario)
+
+
+def test_transactional_offset_commit_validation_of_a_classic_group():
+    """Kafka's ClassicGroup.validateOffsetCommit with isTransactional: no REBALANCE_IN_PROGRESS while
+    the group completes a rebalance, and memberless commits (TxnOffsetCommit v0-2) to a group
+    with members are accepted; the member and generation are still checked when given."""
+    async def scenario(c):
+        joined = await _join_new(c)
+        member = joined.member_id
+        # CompletingRebalance: a plain commit must wait, a transactional one may go ahead
+        with pytest.raises(GroupError) as err:
+            c.validate_offset_commit("g", 1, member, None, 8)
+        assert err.value.code == E.REBALANCE_IN_PROGRESS
+        c.validate_offset_commit("g", 1, member, None, 3, transactional=True)
+        c.validate_offset_commit("g", -1, "", None, 0, transactional=True)
+        with pytest.raises(GroupError) as err:
+            c.validate_offset_commit("g", -1, "", None, 8)
+        assert err.value.code == E.UNKNOWN_MEMBER_ID
+        for args, code in [((0, member), E.ILLEGAL_GENERATION), ((1, "x"), E.UNKNOWN_MEMBER_ID)]:
+            with pytest.raises(GroupError) as err:
+                c.validate_offset_commit("g", args[0], args[1], None, 3, transactional=True)
+            assert err.value.code == code
+        with pytest.raises(GroupError) as err:
+            c.validate_offset_commit("missing", 3, "m", None, 5, transactional=True)
+        assert err.value.code == E.ILLEGAL_GENERATION
+
+    run_with_coordinator(None, scenario)

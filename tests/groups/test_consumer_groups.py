@@ -2,9 +2,11 @@
 
 from __future__ import annotations
 
+import pytest
 from groups_testutil import run_with_coordinator
 
 from odradek.group_coordinator.assignors import range_assign, uniform_assign
+from odradek.group_coordinator.classic import GroupError
 from odradek.group_coordinator.consumer import ConsumerGroup
 from odradek.wire.errors import ErrorCode as E
 
@@ -181,3 +183,41 @@ def test_regex_subscription_matches_topics_and_picks_up_new_ones(tmp_path):
         assert c.groups["rx"].subscribed_topic_names() == {"orders-eu", "orders-us"}
 
     run_with_coordinator(broker, scenario)
+
+
+def test_transactional_commit_of_a_consumer_protocol_member():
+    """Kafka's ConsumerGroup.validateOffsetCommit with isTransactional: TxnOffsetCommit v3-v5 from a
+    KIP-848 member is accepted (only plain OffsetCommit must be v9+); a wrong epoch is
+    ILLEGAL_GENERATION before TxnOffsetCommit v6; a memberless old-version commit passes."""
+    async def scenario(c):
+        c.topic_partition_count = _Topics({"t": 2})
+        joined = c.consumer_group_heartbeat(
+            group_id="cg", api_version=1, member_id="A", member_epoch=0, instance_id=None, rack_id=None,
+            rebalance_timeout_ms=5000, subscribed_topic_names=["t"], subscribed_topic_regex=None,
+            server_assignor=None, owned=None, client_id="c", client_host="/h")
+        epoch = joined.member_epoch
+
+        def code(generation, member, version, transactional, instance=None):
+            try:
+                c.validate_offset_commit("cg", generation, member, instance, version, transactional=transactional)
+            except GroupError as exc:
+                return exc.code
+            return E.NONE
+
+        for version in (3, 4, 5):
+            assert code(epoch, "A", version, True) == E.NONE
+            assert code(epoch + 1, "A", version, True) == E.ILLEGAL_GENERATION
+            assert code(epoch, "B", version, True) == E.UNKNOWN_MEMBER_ID
+        assert code(epoch + 1, "A", 6, True) == E.STALE_MEMBER_EPOCH
+        assert code(-1, "", 0, True) == E.NONE  # TxnOffsetCommit v0-2 carries no member
+        # plain OffsetCommit keeps its rules
+        assert code(epoch, "A", 8, False) == E.UNSUPPORTED_VERSION
+        assert code(epoch, "A", 9, False) == E.NONE
+        assert code(epoch + 1, "A", 9, False) == E.STALE_MEMBER_EPOCH
+        assert code(-1, "", 9, False) == E.UNKNOWN_MEMBER_ID
+        # a group that does not exist: ILLEGAL_GENERATION for a generation before TxnOffsetCommit v6
+        with pytest.raises(GroupError) as err:
+            c.validate_offset_commit("none", 1, "A", None, 5, transactional=True)
+        assert err.value.code == E.ILLEGAL_GENERATION
+
+    run_with_coordinator(None, scenario)
