@@ -175,6 +175,11 @@ async def handle_end_txn(ctx: RequestContext, header, request) -> object:
 # ====================================================================== TxnOffsetCommit
 
 
+def _java_length(text: str | None) -> int:
+    """String.length() in Java (UTF-16 code units): what offset.metadata.max.bytes is compared with."""
+    return 0 if text is None else len(text.encode("utf-16-le")) // 2
+
+
 @handles(TXN_OFFSET_COMMIT_KEY, 0, _max(TXN_OFFSET_COMMIT_KEY))
 async def handle_txn_offset_commit(ctx: RequestContext, header, request) -> object:
     version = header.api_version
@@ -195,6 +200,9 @@ async def handle_txn_offset_commit(ctx: RequestContext, header, request) -> obje
             for t in request.topics])
     commits = []
     unknown: set[tuple[str, int]] = set()
+    too_large: set[tuple[str, int]] = set()
+    groups = ctx.broker.coordinators.get("groups")
+    max_metadata = groups.cfg("offset.metadata.max.bytes") if groups is not None else 4096
     refused = {t.name for t in request.topics if not allowed(OP_READ, RT_TOPIC, t.name)}  # READ on each topic
     for t in request.topics:
         for p in t.partitions:
@@ -202,6 +210,10 @@ async def handle_txn_offset_commit(ctx: RequestContext, header, request) -> obje
                 continue
             if not _known_partition(ctx, t.name, p.partition_index):
                 unknown.add((t.name, p.partition_index))
+                continue
+            if _java_length(p.committed_metadata) > max_metadata:
+                # Kafka checks each partition's metadata before it writes any (OffsetMetadataManager)
+                too_large.add((t.name, p.partition_index))
                 continue
             epoch = p.committed_leader_epoch if version >= 2 else -1
             commits.append((t.name, p.partition_index, p.committed_offset, epoch, p.committed_metadata))
@@ -219,7 +231,8 @@ async def handle_txn_offset_commit(ctx: RequestContext, header, request) -> obje
             Partition(partition_index=p.partition_index,
                       error_code=int(ErrorCode.TOPIC_AUTHORIZATION_FAILED if t.name in refused
                                      else ErrorCode.UNKNOWN_TOPIC_OR_PARTITION if (t.name, p.partition_index) in unknown
-                                     else code))
+                                     else code if code != ErrorCode.NONE or (t.name, p.partition_index) not in too_large
+                                     else ErrorCode.OFFSET_METADATA_TOO_LARGE))
             for p in t.partitions])
         for t in request.topics
     ]
