@@ -81,6 +81,10 @@ _HANDLER_MODULES = (
     "security",
     "scram_credentials",
     "client_quotas",
+    "reassignments",
+    "quorum",
+    "replica_log_dirs",
+    "config_resources",
 )
 
 

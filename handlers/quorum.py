@@ -1,0 +1,194 @@
+"""DescribeQuorum, AddRaftVoter, RemoveRaftVoter and UnregisterBroker for a single-voter quorum.
+
+A Kafka broker forwards these to its controller, whose Raft client (KafkaRaftClient) answers
+the quorum ones. Odradek is the only voter and always the leader of ``__cluster_metadata-0``;
+each metadata append is fsynced before it is applied, so the high watermark is the log end
+offset. With a static voter set (kraft.version 0, what Odradek writes) Kafka refuses voter
+changes with UNSUPPORTED_VERSION once the request itself is valid; so does this.
+"""
+
+from __future__ import annotations
+
+import time
+import weakref
+from typing import Any
+
+import trio
+
+from ..wire.errors import ErrorCode
+from ..wire.primitives import Uuid
+from ..wire.protocol import response_class, supported_versions
+from .common import advertised_endpoint
+from .registry import RequestContext, handles
+
+DESCRIBE_QUORUM_KEY = 55
+UNREGISTER_BROKER_KEY = 64
+ADD_RAFT_VOTER_KEY = 80
+REMOVE_RAFT_VOTER_KEY = 81
+
+DescribeQuorumResponse = response_class(DESCRIBE_QUORUM_KEY)
+UnregisterBrokerResponse = response_class(UNREGISTER_BROKER_KEY)
+AddRaftVoterResponse = response_class(ADD_RAFT_VOTER_KEY)
+RemoveRaftVoterResponse = response_class(REMOVE_RAFT_VOTER_KEY)
+
+METADATA_TOPIC = "__cluster_metadata"
+# Errors.UNKNOWN_TOPIC_OR_PARTITION.message()
+UNKNOWN_PARTITION_MESSAGE = "This server does not host this topic-partition."
+# the default of controller.listener.names' first entry in Kafka's own examples and tools
+DEFAULT_CONTROLLER_LISTENER = "CONTROLLER"
+
+# kraft.version of each store: it changes only through a KRaftVersion control record, which
+# this node never writes, and finding it scans the log after the newest snapshot
+_kraft_versions: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
+
+
+async def kraft_version(store: Any) -> int:
+    """The metadata log's kraft.version (0: static voter set), read once per store."""
+    version = _kraft_versions.get(store)
+    if version is None:
+        log = store.log
+        version = await trio.to_thread.run_sync(log.kraft_version) if log is not None else 0
+        _kraft_versions[store] = version
+    return version
+
+
+def _voter_directory_id(store: Any, version: int) -> Uuid:
+    # a static voter has no directory id; with kraft.version 1 it is the metadata log dir's
+    if version < 1:
+        return Uuid.ZERO
+    return store.directory_ids.get(store.metadata_log_dir, Uuid.ZERO)
+
+
+def controller_endpoint(ctx: RequestContext) -> tuple[str, str, int]:
+    """(listener name, host, port) voters are reached on: a listener named in
+    controller.listener.names if this node has one, else the request's own (Odradek serves the
+    controller APIs on every listener)."""
+    broker = ctx.broker
+    names = broker.config.get("controller.listener.names") or []
+    by_name = {lst.name: lst for lst in broker.config.advertised_listeners}
+    for name in names:
+        if name in by_name:
+            host, port = advertised_endpoint(broker, name)
+            return name, host, port
+    host, port = advertised_endpoint(broker, ctx.listener_name)
+    return (names[0] if names else ctx.listener_name), host, port
+
+
+def _controller_listener_name(ctx: RequestContext) -> str:
+    names = ctx.broker.config.get("controller.listener.names") or []
+    return names[0] if names else DEFAULT_CONTROLLER_LISTENER
+
+
+def _wall_ms() -> int:
+    return time.time_ns() // 1_000_000
+
+
+@handles(DESCRIBE_QUORUM_KEY, 0, supported_versions(DESCRIBE_QUORUM_KEY)[1])
+async def handle_describe_quorum(ctx: RequestContext, header, request) -> object:
+    R = DescribeQuorumResponse
+    topics = request.topics
+    valid = (len(topics) == 1 and topics[0].topic_name == METADATA_TOPIC and len(topics[0].partitions) == 1
+             and topics[0].partitions[0].partition_index == 0)
+    if not valid:
+        # KafkaRaftClient: exactly one partition, __cluster_metadata-0, or every one named fails
+        return R(error_code=0, topics=[R.TopicData(topic_name=t.topic_name, partitions=[
+            R.PartitionData(partition_index=p.partition_index, error_code=int(ErrorCode.UNKNOWN_TOPIC_OR_PARTITION),
+                            error_message=UNKNOWN_PARTITION_MESSAGE) for p in t.partitions]) for t in topics])
+    broker = ctx.broker
+    store = broker.metadata_store
+    version = await kraft_version(store)
+    end = store.log.log_end_offset
+    voter = R.ReplicaState(replica_id=broker.node_id, replica_directory_id=_voter_directory_id(store, version),
+                           log_end_offset=end)
+    if header.api_version >= 1:
+        # the leader reports itself as fetched and caught up just now
+        now = _wall_ms()
+        voter.last_fetch_timestamp = now
+        voter.last_caught_up_timestamp = now
+    partition = R.PartitionData(partition_index=0, error_code=0, leader_id=broker.node_id,
+                                leader_epoch=store.epoch, high_watermark=end, current_voters=[voter],
+                                observers=[])
+    nodes = []
+    if header.api_version >= 2:
+        name, host, port = controller_endpoint(ctx)
+        nodes = [R.Node(node_id=broker.node_id, listeners=[R.Listener(name=name, host=host, port=port)])]
+    return R(error_code=0, topics=[R.TopicData(topic_name=METADATA_TOPIC, partitions=[partition])], nodes=nodes)
+
+
+def _replica_key(voter_id: int, directory_id: Uuid) -> str:
+    # Kafka's ReplicaKey.toString
+    shown = "<undefined>" if directory_id == Uuid.ZERO else directory_id.to_base64()
+    return f"ReplicaKey(id={voter_id}, directoryId={shown})"
+
+
+def _cluster_id_error(ctx: RequestContext, cluster_id: str | None) -> str | None:
+    if cluster_id is None or cluster_id == ctx.broker.cluster_id:
+        return None
+    return f'The given id "{cluster_id}" doesn\'t match the cluster id "{ctx.broker.cluster_id}"'
+
+
+@handles(ADD_RAFT_VOTER_KEY, 0, supported_versions(ADD_RAFT_VOTER_KEY)[1])
+async def handle_add_raft_voter(ctx: RequestContext, header, request) -> object:
+    R = AddRaftVoterResponse
+    problem = _cluster_id_error(ctx, request.cluster_id)
+    if problem is not None:
+        return R(error_code=int(ErrorCode.INCONSISTENT_CLUSTER_ID), error_message=problem)
+    if request.voter_id < 0 or request.voter_directory_id == Uuid.ZERO:
+        return R(error_code=int(ErrorCode.INVALID_REQUEST), error_message="Add voter request didn't include a valid voter")
+    listener = _controller_listener_name(ctx)
+    endpoints = {lst.name: lst for lst in request.listeners}
+    if listener not in endpoints:
+        # Kafka prints the request's endpoints with Endpoints.toString (an empty map here)
+        shown = ", ".join(f"ListenerName({e.name})={e.host}:{e.port}" for e in request.listeners)
+        return R(error_code=int(ErrorCode.INVALID_REQUEST),
+                 error_message=f"Add voter request didn't include the endpoint (Endpoints(endpoints={{{shown}}})) "
+                               f"for the default listener ListenerName({listener})")
+    store = ctx.broker.metadata_store
+    version = await kraft_version(store)
+    if version < 1:
+        return R(error_code=int(ErrorCode.UNSUPPORTED_VERSION),
+                 error_message=f"Cluster doesn't support adding voter because the kraft.version feature is {version}")
+    node = ctx.broker.node_id
+    if request.voter_id == node:
+        voters = _replica_key(node, _voter_directory_id(store, version))
+        return R(error_code=int(ErrorCode.DUPLICATE_VOTER),
+                 error_message=f"The voter id for {_replica_key(request.voter_id, request.voter_directory_id)} is "
+                               f"already part of the set of voters [{voters}].")
+    # Kafka would now ask the new voter for its ApiVersions and wait for it to catch up: a
+    # single Odradek node takes no second voter, so the change never completes
+    return R(error_code=int(ErrorCode.REQUEST_TIMED_OUT),
+             error_message=f"New voter {_replica_key(request.voter_id, request.voter_directory_id)} is not ready to "
+                           "receive requests")
+
+
+@handles(REMOVE_RAFT_VOTER_KEY, 0, supported_versions(REMOVE_RAFT_VOTER_KEY)[1])
+async def handle_remove_raft_voter(ctx: RequestContext, header, request) -> object:
+    R = RemoveRaftVoterResponse
+    problem = _cluster_id_error(ctx, request.cluster_id)
+    if problem is not None:
+        return R(error_code=int(ErrorCode.INCONSISTENT_CLUSTER_ID), error_message=problem)
+    if request.voter_id < 0 or request.voter_directory_id == Uuid.ZERO:
+        return R(error_code=int(ErrorCode.INVALID_REQUEST),
+                 error_message="Remove voter request didn't include a valid voter")
+    store = ctx.broker.metadata_store
+    version = await kraft_version(store)
+    if version < 1:
+        return R(error_code=int(ErrorCode.UNSUPPORTED_VERSION),
+                 error_message=f"Cluster doesn't support removing voter because the kraft.version feature is {version}")
+    # VoterSet.removeVoter refuses a voter not in the set and the last voter alike
+    voters = _replica_key(ctx.broker.node_id, _voter_directory_id(store, version))
+    return R(error_code=int(ErrorCode.VOTER_NOT_FOUND),
+             error_message=f"Cannot remove voter {_replica_key(request.voter_id, request.voter_directory_id)} from "
+                           f"the set of voters [{voters}]")
+
+
+@handles(UNREGISTER_BROKER_KEY, 0, supported_versions(UNREGISTER_BROKER_KEY)[1])
+async def handle_unregister_broker(ctx: RequestContext, header, request) -> object:
+    R = UnregisterBrokerResponse
+    if request.broker_id != ctx.broker.node_id:
+        return R(error_code=int(ErrorCode.BROKER_ID_NOT_REGISTERED),
+                 error_message=f"Broker ID {request.broker_id} is not currently registered")
+    # Kafka accepts its own live broker id and records the unregistration, after which that
+    # broker leads nothing and its heartbeats fail until it restarts. A single node that did so
+    # would stop serving; Odradek answers as Kafka does but stays registered.
+    return R(error_code=0)
