@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from ..wire.errors import ErrorCode
-from ..wire.protocol import response_class, supported_versions
+from ..wire.protocol import response_class
 from .registry import API_VERSIONS_KEY, RequestContext, advertised_versions, handles
 
 ApiVersionsResponse = response_class(API_VERSIONS_KEY)
@@ -18,6 +18,6 @@ def api_versions_body(version: int, error: ErrorCode = ErrorCode.NONE) -> object
     return ApiVersionsResponse(error_code=int(error), api_keys=keys, throttle_time_ms=0)
 
 
-@handles(API_VERSIONS_KEY, 0, supported_versions(API_VERSIONS_KEY)[1])
+@handles(API_VERSIONS_KEY, 0, 4)
 async def handle_api_versions(ctx: RequestContext, header, request) -> object:
     return api_versions_body(header.api_version)

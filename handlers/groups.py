@@ -302,7 +302,7 @@ async def handle_leave_group(ctx: RequestContext, header, request) -> object:
 # ====================================================================== OffsetCommit / OffsetFetch
 
 
-@handles(OFFSET_COMMIT_KEY, 0, _max(OFFSET_COMMIT_KEY), advertised_min=0)
+@handles(OFFSET_COMMIT_KEY, 0, 9, advertised_min=0)
 async def handle_offset_commit(ctx: RequestContext, header, request) -> object:
     version = header.api_version
     broker = ctx.broker
@@ -367,7 +367,7 @@ async def handle_offset_commit(ctx: RequestContext, header, request) -> object:
         for name, parts in answered.items()])
 
 
-@handles(OFFSET_FETCH_KEY, 0, _max(OFFSET_FETCH_KEY), advertised_min=0)
+@handles(OFFSET_FETCH_KEY, 0, 9, advertised_min=0)
 async def handle_offset_fetch(ctx: RequestContext, header, request) -> object:
     version = header.api_version
     coordinator = _coordinator(ctx)
@@ -574,7 +574,7 @@ def _describe(coordinator: GroupCoordinator | None, group_id: str, version: int,
 # ====================================================================== DeleteGroups / OffsetDelete
 
 
-@handles(DELETE_GROUPS_KEY, 0, _max(DELETE_GROUPS_KEY))
+@handles(DELETE_GROUPS_KEY, 0, 2)
 async def handle_delete_groups(ctx: RequestContext, header, request) -> object:
     coordinator = _coordinator(ctx)
     allowed = permits(ctx)

@@ -4,7 +4,7 @@ latest tiered (-5), or the first offset whose timestamp is at least the one aske
 from __future__ import annotations
 
 from ..wire.errors import ErrorCode
-from ..wire.protocol import response_class, supported_versions
+from ..wire.protocol import response_class
 from .common import error_code_for, leader_epoch_error
 from .registry import RequestContext, handles
 
@@ -23,7 +23,7 @@ def _error(index: int, code: ErrorCode) -> object:
     return PartitionResponse(partition_index=index, error_code=int(code), timestamp=-1, offset=-1, leader_epoch=-1)
 
 
-@handles(LIST_OFFSETS_KEY, 1, supported_versions(LIST_OFFSETS_KEY)[1])
+@handles(LIST_OFFSETS_KEY, 1, 10)
 async def handle_list_offsets(ctx: RequestContext, header, request) -> object:
     broker = ctx.broker
     version = header.api_version

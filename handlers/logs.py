@@ -100,7 +100,7 @@ async def handle_delete_records(ctx: RequestContext, header, request) -> object:
     return R(throttle_time_ms=0, topics=topics)
 
 
-@handles(DESCRIBE_LOG_DIRS_KEY, 1, supported_versions(DESCRIBE_LOG_DIRS_KEY)[1])
+@handles(DESCRIBE_LOG_DIRS_KEY, 1, 4)
 async def handle_describe_log_dirs(ctx: RequestContext, header, request) -> object:
     R = DescribeLogDirsResponse
     broker = ctx.broker

@@ -26,6 +26,7 @@ PRODUCE_KEY = 0
 ProduceResponse = response_class(PRODUCE_KEY)
 TopicResponse = ProduceResponse.TopicProduceResponse
 PartitionResponse = ProduceResponse.PartitionProduceResponse
+BatchIndexError = ProduceResponse.BatchIndexAndErrorMessage
 
 # Yield to other tasks after appending this many bytes of one request (~0.5 ms of pwrite + CRC).
 _YIELD_AFTER_BYTES = 1 << 20
@@ -41,14 +42,37 @@ def _partition_error(index: int, code: ErrorCode, message: str | None = None) ->
     )
 
 
-def _append_failed(exc: Exception, topic: str, index: int) -> object:
-    """The partition response for an append the log store refused or could not do."""
+# Errors ReplicaManager answers without the partition's log start offset (Kafka's list of the
+# exceptions it expects from an append); for any other refusal it looks the offset up.
+_NO_LOG_START_OFFSET = frozenset({
+    ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, ErrorCode.NOT_LEADER_OR_FOLLOWER, ErrorCode.MESSAGE_TOO_LARGE,
+    ErrorCode.RECORD_LIST_TOO_LARGE, ErrorCode.CORRUPT_MESSAGE, ErrorCode.KAFKA_STORAGE_ERROR,
+    ErrorCode.UNKNOWN_TOPIC_ID,
+})
+
+
+def _append_failed(exc: Exception, topic: str, index: int, partition_log: PartitionLog) -> object:
+    """The partition response for an append the log store refused or could not do.
+
+    Like Kafka, only a refusal of named records (KIP-467) carries an error message, with the
+    records' batch indexes and messages: clients then fail just those records. Any other
+    refusal's text stays in the broker's log."""
     code = error_code_for(exc)  # the log store's typed errors become Kafka error codes
     if code is ErrorCode.UNKNOWN_SERVER_ERROR or code is ErrorCode.KAFKA_STORAGE_ERROR:
         log.error("Append to %s-%s failed", topic, index, exc_info=exc)
     else:
         log.debug("Rejected produce to %s-%s: %s", topic, index, exc)
-    return _partition_error(index, code, str(exc) or None)
+    start = -1 if code in _NO_LOG_START_OFFSET else partition_log.log_start_offset
+    record_errors = getattr(exc, "record_errors", None)
+    if not record_errors:
+        return PartitionResponse(index=index, error_code=int(code), base_offset=-1, log_append_time_ms=-1,
+                                 log_start_offset=start)
+    return PartitionResponse(
+        index=index, error_code=int(code), base_offset=-1, log_append_time_ms=-1, log_start_offset=start,
+        record_errors=[BatchIndexError(batch_index=e.batch_index, batch_index_error_message=e.message)
+                       for e in record_errors],
+        error_message=str(exc),
+    )
 
 
 def _write_all(pendings: list[PendingAppend]) -> None:
@@ -121,7 +145,7 @@ async def handle_produce(ctx: RequestContext, header, request) -> object | None:
                 else:
                     result = partition_log.append_as_leader(records, now_ms=now_ms())
             except Exception as exc:
-                partitions.append(_append_failed(exc, topic.name, index))
+                partitions.append(_append_failed(exc, topic.name, index, partition_log))
                 continue
             results.append((partitions, len(partitions), topic.name, index, partition_log, result, len(records)))
             partitions.append(None)  # the response, once the append is finished
@@ -175,7 +199,7 @@ def _finish(broker, results: list) -> tuple[list[tuple[str, int]], list[Partitio
         try:
             info = result if isinstance(result, AppendInfo) else result.finish()
         except Exception as exc:
-            partitions[slot] = _append_failed(exc, topic_name, index)
+            partitions[slot] = _append_failed(exc, topic_name, index, partition_log)
             continue
         appended.append((topic_name, index))
         if metrics is not None:  # BytesIn/MessagesInPerSec

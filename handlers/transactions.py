@@ -180,7 +180,7 @@ def _java_length(text: str | None) -> int:
     return 0 if text is None else len(text.encode("utf-16-le")) // 2
 
 
-@handles(TXN_OFFSET_COMMIT_KEY, 0, _max(TXN_OFFSET_COMMIT_KEY))
+@handles(TXN_OFFSET_COMMIT_KEY, 0, 5)
 async def handle_txn_offset_commit(ctx: RequestContext, header, request) -> object:
     version = header.api_version
     coordinator = _coordinator(ctx)
@@ -220,7 +220,7 @@ async def handle_txn_offset_commit(ctx: RequestContext, header, request) -> obje
     if coordinator is None:
         code = ErrorCode.COORDINATOR_NOT_AVAILABLE
     else:
-        generation = request.generation_id if version >= 3 else -1
+        generation = request.generation_id_or_member_epoch if version >= 3 else -1
         member = request.member_id if version >= 3 else ""
         instance = request.group_instance_id if version >= 3 else None
         code = coordinator.txn_offset_commit(request.transactional_id, request.group_id, request.producer_id,

@@ -6,9 +6,23 @@ handler author does not have to guess.
 
 from __future__ import annotations
 
+from typing import NamedTuple
+
 
 class LogStoreError(Exception):
     """Base class of every error the log store raises on purpose."""
+
+
+class RecordError(NamedTuple):
+    """One refused record of a batch (KIP-467): its index in the batch and why."""
+
+    batch_index: int
+    message: str | None
+
+    def __str__(self) -> str:
+        # Java's ProduceResponse.RecordError.toString, which Kafka's error message lists
+        message = "null" if self.message is None else f"'{self.message}'"
+        return f"RecordError(batchIndex={self.batch_index}, message={message})"
 
 
 class CorruptRecordError(LogStoreError):
@@ -17,7 +31,15 @@ class CorruptRecordError(LogStoreError):
 
 class InvalidRecordError(LogStoreError):
     """A batch is well formed but breaks a broker rule, e.g. lastOffsetDelta+1 != count for a client
-    batch, or a non-v2 batch (Kafka INVALID_RECORD, code 87)."""
+    batch, or a non-v2 batch (Kafka INVALID_RECORD, code 87).
+
+    `record_errors` names the records at fault when the rule is one Kafka checks per record
+    (a key-less record on a compacted topic): the produce response lists them, so clients fail
+    only those. Empty for a rule about the whole batch."""
+
+    def __init__(self, message: str = "", record_errors: list[RecordError] | None = None) -> None:
+        super().__init__(message)
+        self.record_errors: list[RecordError] = record_errors or []
 
 
 class MessageTooLargeError(LogStoreError):
@@ -30,7 +52,13 @@ class RecordBatchTooLargeError(LogStoreError):
 
 
 class InvalidTimestampError(LogStoreError):
-    """A record timestamp is outside message.timestamp.before/after.max.ms (Kafka INVALID_TIMESTAMP, 32)."""
+    """A record timestamp is outside message.timestamp.before/after.max.ms, or a client batch claims
+    LogAppendTime (Kafka INVALID_TIMESTAMP, 32). `record_errors` as for InvalidRecordError: Kafka
+    answers INVALID_TIMESTAMP when any of a batch's record errors is a timestamp one."""
+
+    def __init__(self, message: str = "", record_errors: list[RecordError] | None = None) -> None:
+        super().__init__(message)
+        self.record_errors: list[RecordError] = record_errors or []
 
 
 class OffsetOutOfRangeError(LogStoreError):

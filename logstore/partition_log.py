@@ -41,6 +41,7 @@ from .errors import (
     MessageTooLargeError,
     OffsetOutOfRangeError,
     RecordBatchTooLargeError,
+    RecordError,
 )
 from .errors import (
     InvalidRecordError as LogInvalidRecordError,
@@ -62,6 +63,61 @@ EARLIEST_LOCAL_TIMESTAMP = -4
 LATEST_TIERED_TIMESTAMP = -5
 
 _INDEX_SUFFIXES = (files.INDEX_SUFFIX, files.TIME_INDEX_SUFFIX, files.TXN_INDEX_SUFFIX)
+
+
+_LOG_APPEND_TIME_BIT = 0x08
+_JAVA_LONG = 1 << 64
+
+
+def _java_long(value: int) -> int:
+    """`value` wrapped like Java's long arithmetic (Kafka prints now + Long.MAX_VALUE that way)."""
+    return (value + (1 << 63)) % _JAVA_LONG - (1 << 63)
+
+
+def _refuse_records(rb: RecordBatch, name: str, now: int, cfg: LogConfig, check_timestamps: bool) -> None:
+    """Kafka's per-record checks (LogValidator.validateRecord) over every record of a batch; raises
+    with the records at fault (KIP-467 record errors) if any, in Kafka's words, else returns.
+
+    A key-less record on a compacted topic is INVALID_RECORD; a CreateTime timestamp outside
+    message.timestamp.before/after.max.ms, or a record of a batch that claims LogAppendTime, is
+    INVALID_TIMESTAMP (records without a timestamp are not range-checked). One error per record,
+    the key first. A v2 record carries no magic or compression of its own, so the other record
+    rules of LogValidator cannot fail here."""
+    create_time = not cfg.log_append_time
+    before, after = cfg.message_timestamp_before_max_ms, cfg.message_timestamp_after_max_ms
+    claims_append_time = bool(rb.attributes & _LOG_APPEND_TIME_BIT)
+    errors: list[RecordError] = []
+    timestamp_error = False
+    for index, record in enumerate(rb.records(max(cfg.max_message_bytes * 64, 64 * 1024 * 1024))):
+        if cfg.compact and record.key is None:
+            errors.append(RecordError(index, f"Compacted topic cannot accept message without key in topic "
+                                             f"partition {name}"))
+        elif not check_timestamps:
+            continue
+        elif create_time and record.timestamp != -1:
+            diff = now - record.timestamp
+            if diff > before or -diff > after:
+                timestamp_error = True
+                errors.append(RecordError(index, (
+                    f"Timestamp {record.timestamp} of message with offset {record.offset} is out of range. "
+                    f"The timestamp should be within [{_java_long(now - before)}, {_java_long(now + after)}]")))
+        elif claims_append_time:
+            timestamp_error = True
+            value = 0 if record.value is None else len(record.value)
+            key = 0 if record.key is None else len(record.key)
+            errors.append(RecordError(index, (
+                f"Invalid timestamp type in message DefaultRecord(offset={record.offset}, "
+                f"timestamp={record.timestamp}, key={key} bytes, value={value} bytes). "
+                "Producer should not set timestamp type to LogAppendTime.")))
+    if not errors:
+        return
+    # Kafka's processRecordErrors: one timestamp error makes the whole answer INVALID_TIMESTAMP
+    if timestamp_error:
+        raise InvalidTimestampError("One or more records have been rejected due to invalid timestamp", errors)
+    shown = ", ".join(str(e) for e in errors[:3])
+    raise LogInvalidRecordError(
+        f"One or more records have been rejected due to {len(errors)} record errors in total, and only "
+        f"showing the first three errors at most: [{shown}]", errors)
 
 
 class AppendOrigin(Enum):
@@ -617,9 +673,25 @@ class PartitionLog:
             if not summary.offsets_consecutive and origin is AppendOrigin.CLIENT:
                 # Kafka would rebuild (and recompress) such a batch; its bytes could not match Kafka's anyway
                 raise LogInvalidRecordError("record offset deltas of the batch are not 0..count-1")
-            if cfg.compact and summary.has_null_key and not h.attributes & 0x20:
-                raise LogInvalidRecordError(
-                    f"Compacted topic cannot accept message without key in topic partition {self.name}.")
+        # -- the rules Kafka checks per record (LogValidator.validateRecord) ------------------
+        # The summary (or, without a scan, the header) says whether a record may break one; only
+        # then are the records decoded one by one to name those that do.
+        is_control = bool(h.attributes & 0x20)
+        suspect = cfg.compact and summary is not None and summary.has_null_key and not is_control
+        if origin is AppendOrigin.CLIENT and h.record_count > 0:
+            if h.attributes & _LOG_APPEND_TIME_BIT:
+                suspect = True  # a producer may not claim LogAppendTime
+            elif not log_append_time and (cfg.message_timestamp_before_max_ms != LONG_MAX
+                                          or cfg.message_timestamp_after_max_ms != LONG_MAX):
+                # Without a record scan the header's base timestamp stands for the smallest one.
+                min_ts = summary.min_timestamp if summary is not None else h.base_timestamp
+                max_ts = summary.max_timestamp if summary is not None else h.max_timestamp
+                if now - min_ts > cfg.message_timestamp_before_max_ms \
+                        or max_ts - now > cfg.message_timestamp_after_max_ms:
+                    suspect = True
+        if suspect:
+            _refuse_records(rb, self.name, now, cfg, check_timestamps=origin is AppendOrigin.CLIENT)
+
         if size > cfg.segment_bytes:
             raise RecordBatchTooLargeError(
                 f"Message batch size is {size} bytes in append to partition {self.name} which exceeds the "
@@ -632,20 +704,6 @@ class PartitionLog:
             append_time = now
         else:
             max_ts = summary.max_timestamp if summary is not None else h.max_timestamp
-            if (cfg.message_timestamp_before_max_ms != LONG_MAX or cfg.message_timestamp_after_max_ms != LONG_MAX) \
-                    and h.record_count > 0 and origin is AppendOrigin.CLIENT:
-                # Without a record scan the header's base timestamp stands for the smallest one.
-                min_ts = summary.min_timestamp if summary is not None else h.base_timestamp
-                if now - min_ts > cfg.message_timestamp_before_max_ms:
-                    raise InvalidTimestampError(
-                        f"Timestamp {min_ts} of message is out of range. The timestamp should be "
-                        f"within [{now - cfg.message_timestamp_before_max_ms}, "
-                        f"{now + cfg.message_timestamp_after_max_ms}]")
-                if max_ts - now > cfg.message_timestamp_after_max_ms:
-                    raise InvalidTimestampError(
-                        f"Timestamp {max_ts} of message is out of range. The timestamp should be "
-                        f"within [{now - cfg.message_timestamp_before_max_ms}, "
-                        f"{now + cfg.message_timestamp_after_max_ms}]")
             # only rewrites (and re-CRCs) when the client's header was wrong
             rb.set_max_timestamp(max_ts, False)
             append_time = -1

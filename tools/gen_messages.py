@@ -8,10 +8,12 @@ format; ``wire/schema.py`` compiles that data into encoders/decoders.
 Only facts are kept (names, types, version ranges, tags, defaults, ignorable); Kafka's
 comments and ``about`` prose are dropped.
 
-Versions: the 4.1.1 definitions are the base. Versions that kafka-clients 3.9.1 still had
-below 4.1.1's minimum (Produce v0-2, Fetch v0-3, ...) are merged back in, so that old
-clients keep working. The merge is verified: at every version, the merged field list is the
-same as the one of the jar that version came from.
+Versions: the 4.4.0 definitions are the base. Versions that older kafka-clients jars still
+had below the base's minimum are merged back in, newest jar first (4.1.1, then 3.9.1: Produce
+v0-2, Fetch v0-3, ...), so that the clients of those releases keep working. The merge is
+verified: at every version, the merged field list is the same as the one of the jar that
+version came from. Versions both the base and an older jar define must have the same fields
+in both, except a version the older jar marked unstable (Kafka may still change those).
 
 Usage: ``python tools/gen_messages.py [--m2 ~/.m2/repository] [--out wire/messages/defs.py]``
 """
@@ -28,8 +30,9 @@ from pathlib import Path
 MAXV = 32767  # "N+" version ranges are open; 32767 is Kafka's own upper bound (Short.MAX_VALUE)
 
 KAFKA = "org/apache/kafka"
-BASE = ("kafka-clients", "4.1.1")
-OLD = ("kafka-clients", "3.9.1")
+BASE = ("kafka-clients", "4.4.0")
+# Older jars whose lower versions are kept, newest first (each fills in below what is merged so far).
+OLDER = (("kafka-clients", "4.1.1"), ("kafka-clients", "3.9.1"))
 # Jars with internal record schemas: __consumer_offsets, __transaction_state, KRaft metadata,
 # share-group state, raft quorum state, tiered-storage metadata.
 EXTRA = (
@@ -40,7 +43,7 @@ EXTRA = (
     "kafka-share-coordinator",
     "kafka-storage",
 )
-EXTRA_VERSION = "4.1.1"
+EXTRA_VERSION = "4.4.0"
 
 
 def strip_comments(text: str) -> str:
@@ -320,25 +323,57 @@ def jar_path(m2: Path, artifact: str, version: str) -> Path:
     return m2 / KAFKA / artifact / version / f"{artifact}-{version}.jar"
 
 
+def check_overlap(old: dict, new: dict, old_spec: dict) -> None:
+    """Versions both jars define are the same on the wire (a published version never changes)."""
+    both = clip(old["valid"], *new["valid"])
+    if both is None:
+        return
+    lo, hi = both
+    if old_spec.get("latestVersionUnstable") and hi == old["valid"][1]:
+        hi -= 1  # an unstable latest version may still change until it is released
+    for v in range(lo, hi + 1):
+        if in_range(old["flexible"], v) != in_range(new["flexible"], v) or wire_shape(
+            shape(old, old["fields"], v)
+        ) != wire_shape(shape(new, new["fields"], v)):
+            raise AssertionError(f"{new['name']} v{v}: fields differ between the old and the new jar")
+
+
+def wire_shape(fields: list) -> list:
+    """A ``shape`` without field names: Kafka renames fields (GenerationId -> GenerationIdOrMemberEpoch)
+    without changing the bytes; 3.9's JSON wrote some tags as strings ("0")."""
+    return [
+        (t, nullable, None if tag is None else int(tag), default, None if sub is None else wire_shape(sub))
+        for _name, t, nullable, tag, default, sub in fields
+    ]
+
+
 def build(m2: Path) -> dict[str, dict]:
-    base_jar = jar_path(m2, *BASE)
-    old_jar = jar_path(m2, *OLD)
-    new_defs = read_jar(base_jar)
-    old_defs = read_jar(old_jar) if old_jar.exists() else {}
+    new_defs = read_jar(jar_path(m2, *BASE))
+    older = []
+    for artifact, version in OLDER:
+        jar = jar_path(m2, artifact, version)
+        if jar.exists():
+            older.append((f"{artifact}-{version}", read_jar(jar)))
+        else:
+            print(f"warning: {jar} missing; its older versions are not merged", file=sys.stderr)
     result: dict[str, dict] = {}
     for name, spec in sorted(new_defs.items()):
         if parse_range(spec["validVersions"]) is None:
             continue  # removed APIs (LeaderAndIsr, ...): nothing a 4.x broker speaks
         new = convert(spec)
         source = f"{BASE[0]}-{BASE[1]}"
-        ospec = old_defs.get(name)
-        # Share-group APIs had an early-access v0 in 3.9 that 4.1 replaced: do not resurrect it.
-        if ospec is not None and parse_range(ospec["validVersions"]) and not name.startswith("Share"):
+        for old_source, old_defs in older:
+            ospec = old_defs.get(name)
+            # Share-group APIs (KIP-932) were early access in 3.9 and 4.1 redefined their v0: 3.9's
+            # are neither merged back nor compared.
+            if ospec is None or parse_range(ospec["validVersions"]) is None or "Share" in name:
+                continue
             old = convert(ospec)
+            check_overlap(old, new, ospec)
             merged = merge(old, new)
             if merged is not new:
                 verify(merged, old, new)
-                source += f" + {OLD[0]}-{OLD[1]} v{fmt_range(clip(old['valid'], 0, new['valid'][0] - 1))}"
+                source += f" + {old_source} v{fmt_range(clip(old['valid'], 0, new['valid'][0] - 1))}"
             new = merged
         result[name] = emit(new, source)
     for artifact in EXTRA:

@@ -305,7 +305,14 @@ def decode_response(frame, api_key: int, api_version: int) -> tuple[int, Any]:
         c = codec(_api_name(api_key) + "Response", api_version)
     except KeyError:
         raise UnsupportedVersionError(f"{API_NAMES[api_key]}Response v{api_version} is not supported") from None
-    body, _ = c.decode(mv, pos)
+    try:
+        body, _ = c.decode(mv, pos)
+    except ProtocolError:
+        if api_key != API_VERSIONS_KEY or api_version == 0:
+            raise
+        # A broker that lacks this ApiVersions version answers UNSUPPORTED_VERSION in a v0 body;
+        # Kafka's client reads it as v0 when the newer layout does not parse.
+        body, _ = codec(_api_name(api_key) + "Response", 0).decode(mv, pos)
     return corr, body
 
 

@@ -19,7 +19,7 @@ from odradek.logstore import (
     PartitionLog,
     RecordBatchTooLargeError,
 )
-from odradek.logstore.errors import LogDirLockedError
+from odradek.logstore.errors import InvalidTimestampError, LogDirLockedError
 from odradek.wire.records import RecordBatch, iter_batches
 
 TOPIC_ID = bytes(range(1, 17))
@@ -386,3 +386,53 @@ def test_flush_in_a_worker_thread_while_appending(tmp_path: Path) -> None:
     assert errors == []
     assert lg.flush() == lg.log_end_offset == lg.recovery_point == 300
     lg.close()
+
+
+def _batch_of(records: list[tuple[bytes | None, int]], **kw) -> bytearray:
+    from odradek.wire.records import SimpleRecord, build_batch
+
+    return bytearray(build_batch([SimpleRecord(b"v", key, (), ts) for key, ts in records], **kw))
+
+
+def test_record_errors_name_the_refused_records(tmp_path: Path) -> None:
+    """Kafka's LogValidator reports each refused record (KIP-467) in its own words: key-less records
+    on a compacted topic, timestamps out of range (the key rule first, one error per record)."""
+    now = 1_800_000_000_000
+    lg = new_log(tmp_path, **{"cleanup.policy": "compact", "message.timestamp.before.max.ms": "1000",
+                              "message.timestamp.after.max.ms": "2000"})
+    batch = _batch_of([(b"a", now), (None, now), (b"c", now - 5000), (None, now - 5000), (b"e", now + 3000),
+                       (b"f", -1), (None, now), (None, now)])
+    with pytest.raises(InvalidTimestampError) as err:
+        lg.append_as_leader(batch, 0, now)
+    assert str(err.value) == "One or more records have been rejected due to invalid timestamp"
+    key = "Compacted topic cannot accept message without key in topic partition t-0"
+    window = f"The timestamp should be within [{now - 1000}, {now + 2000}]"
+    assert [tuple(e) for e in err.value.record_errors] == [
+        (1, key),
+        (2, f"Timestamp {now - 5000} of message with offset 2 is out of range. {window}"),
+        (3, key),
+        (4, f"Timestamp {now + 3000} of message with offset 4 is out of range. {window}"),
+        (6, key), (7, key)]
+    with pytest.raises(InvalidRecordError) as err:
+        lg.append_as_leader(_batch_of([(None, now), (b"b", now), (None, now), (None, now), (None, now)]), 0, now)
+    assert [e.batch_index for e in err.value.record_errors] == [0, 2, 3, 4]
+    assert str(err.value) == (
+        "One or more records have been rejected due to 4 record errors in total, and only showing the first "
+        f"three errors at most: [RecordError(batchIndex=0, message='{key}'), RecordError(batchIndex=2, "
+        f"message='{key}'), RecordError(batchIndex=3, message='{key}')]")
+    assert lg.log_end_offset == 0
+    # a record without a timestamp is not range-checked: the batch goes in
+    assert lg.append_as_leader(_batch_of([(b"a", -1), (b"b", now)]), 0, now).first_offset == 0
+
+
+def test_a_producer_may_not_claim_log_append_time(tmp_path: Path) -> None:
+    now = 1_800_000_000_000
+    lg = new_log(tmp_path, **{"message.timestamp.type": "LogAppendTime"})
+    batch = _batch_of([(b"a", now), (None, now)])
+    struct.pack_into(">h", batch, 21, RecordBatch(batch).attributes | 0x08)
+    struct.pack_into(">I", batch, 17, RecordBatch(batch).compute_crc())
+    with pytest.raises(InvalidTimestampError) as err:
+        lg.append_as_leader(batch, 0, now)
+    assert [tuple(e) for e in err.value.record_errors] == [
+        (i, f"Invalid timestamp type in message DefaultRecord(offset={i}, timestamp={now}, key={1 - i} bytes, "
+            "value=1 bytes). Producer should not set timestamp type to LogAppendTime.") for i in (0, 1)]

@@ -407,12 +407,12 @@ def test_transaction_apis(tmp_path: Path) -> None:
             resp = await call(broker, 25, 3, transactional_id=txn, producer_id=1, producer_epoch=0, group_id=group)
             assert resp.error_code == code
             resp = await call(broker, 28, 3, transactional_id=txn, group_id=group, producer_id=1, producer_epoch=0,
-                              generation_id=-1, member_id="", group_instance_id=None, topics=[
+                              generation_id_or_member_epoch=-1, member_id="", group_instance_id=None, topics=[
                                   T.TxnOffsetCommitRequestTopic(name="t", partitions=[
                                       T.TxnOffsetCommitRequestPartition(partition_index=0, committed_offset=1)])])
             assert resp.topics[0].partitions[0].error_code == code
         resp = await call(broker, 28, 3, transactional_id="tx1", group_id="g1", producer_id=1, producer_epoch=0,
-                          generation_id=-1, member_id="", group_instance_id=None, topics=[
+                          generation_id_or_member_epoch=-1, member_id="", group_instance_id=None, topics=[
                               T.TxnOffsetCommitRequestTopic(name="secret", partitions=[
                                   T.TxnOffsetCommitRequestPartition(partition_index=0, committed_offset=1)])])
         assert resp.topics[0].partitions[0].error_code == E.TOPIC_AUTHORIZATION_FAILED

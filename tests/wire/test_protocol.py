@@ -40,9 +40,10 @@ def test_api_tables() -> None:
     assert API_NAMES[0] == "Produce" and API_KEYS["Fetch"] == 1 and API_KEYS["DescribeTopicPartitions"] == 75
     assert request_class(3) is MetadataRequest and response_class(18) is ApiVersionsResponse
     assert supported_versions(0) == (0, 13)
-    assert supported_versions(8) == (0, 9)  # OffsetCommit v10 is unstable in 4.1
-    assert supported_versions(8, include_unstable=True) == (0, 10)
-    assert api_versions()[18] == (0, 4)
+    assert supported_versions(8) == (0, 10)  # OffsetCommit v10: unstable in 4.1, released in 4.4
+    assert supported_versions(22) == (0, 5)  # InitProducerId v6 is still unstable in 4.4
+    assert supported_versions(22, include_unstable=True) == (0, 6)
+    assert api_versions()[18] == (0, 5)
 
 
 def test_header_versions() -> None:
@@ -161,3 +162,15 @@ def test_future_api_versions_request_header() -> None:
         decode_request(frame)
     pieces = encode_response(header, api_version=0, body=ApiVersionsResponse(error_code=ErrorCode.UNSUPPORTED_VERSION))
     assert join_pieces(pieces) == struct.pack(">iih", 4 + 2 + 4, 4, 35) + struct.pack(">i", 0)
+
+
+def test_api_versions_falls_back_to_a_v0_answer() -> None:
+    # what a broker without ApiVersions v5 sends to a v5 request: UNSUPPORTED_VERSION in a v0 body
+    body = ApiVersionsResponse(error_code=int(ErrorCode.UNSUPPORTED_VERSION), api_keys=[
+        ApiVersionsResponse.ApiVersion(api_key=18, min_version=0, max_version=4)])
+    frame = join_pieces(encode_response(18, 0, 11, body))[4:]
+    corr, got = decode_response(frame, 18, 5)
+    assert corr == 11 and got.error_code == ErrorCode.UNSUPPORTED_VERSION
+    assert [(k.api_key, k.max_version) for k in got.api_keys] == [(18, 4)]
+    with pytest.raises(ProtocolError):  # other APIs have no such fallback
+        decode_response(b"\0\0\0\x0b\xff", 3, 12)

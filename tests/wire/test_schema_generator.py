@@ -9,7 +9,9 @@ from pathlib import Path
 import pytest
 
 ROOT = Path(__file__).resolve().parents[2]
-M2 = Path(os.path.expanduser("~/.m2/repository"))
+# .ci/fetch-tools.sh fills the repository's own Maven cache; a developer's ~/.m2 is the fallback.
+M2 = next((p for p in (ROOT / ".cache/m2", Path(os.path.expanduser("~/.m2/repository")))
+           if (p / "org/apache/kafka/kafka-clients").is_dir()), ROOT / ".cache/m2")
 
 
 def _generator():
@@ -43,3 +45,24 @@ def test_range_merge() -> None:
     with pytest.raises(ValueError):
         gen.join((0, 1), (3, 5))
     assert gen.strip_comments('{"a": "x//y"} // c') == '{"a": "x//y"} '
+
+
+def _defn(fields: list[tuple[str, str, str]], valid: str, unstable: bool = False) -> tuple[dict, dict]:
+    spec = {"name": "X", "type": "request", "validVersions": valid, "flexibleVersions": "none",
+            "fields": [{"name": n, "type": t, "versions": v} for n, t, v in fields]}
+    if unstable:
+        spec["latestVersionUnstable"] = True
+    return _generator().convert(spec), spec
+
+
+def test_overlap_check_allows_renames_and_refuses_changed_versions() -> None:
+    gen = _generator()
+    old, old_spec = _defn([("GenerationId", "int32", "0+")], "0-1")
+    renamed, _ = _defn([("GenerationIdOrMemberEpoch", "int32", "0+")], "0-2")
+    gen.check_overlap(old, renamed, old_spec)  # same bytes under a new name
+    changed, _ = _defn([("GenerationId", "int32", "0"), ("TopicId", "uuid", "1+")], "0-2")
+    with pytest.raises(AssertionError, match="X v1"):
+        gen.check_overlap(old, changed, old_spec)
+    # the older jar's latest version was unstable: Kafka may still change it
+    old_unstable, old_unstable_spec = _defn([("GenerationId", "int32", "0+")], "0-1", unstable=True)
+    gen.check_overlap(old_unstable, changed, old_unstable_spec)

@@ -10,6 +10,18 @@ Version ranges use Kafka's syntax: ``"3+"``, ``"0-7"``, ``"5"``, ``"none"``.
 
 # fmt: off
 MESSAGES = {
+    'AbortedTxn': {
+        'type': 'data',
+        'valid': '0',
+        'flexible': 'none',
+        "fields": (
+            ('ProducerId', 'int64', '0+'),
+            ('FirstOffset', 'int64', '0+'),
+            ('LastOffset', 'int64', '0+'),
+            ('LastStableOffset', 'int64', '0+'),
+        ),
+        'source': 'kafka-clients-4.4.0',
+    },
     'AddOffsetsToTxnRequest': {
         'type': 'request',
         'valid': '0-4',
@@ -21,7 +33,7 @@ MESSAGES = {
             ('GroupId', 'string', '0+'),
         ),
         'api_key': 25,
-        'source': 'kafka-clients-4.1.1',
+        'source': 'kafka-clients-4.4.0',
     },
     'AddOffsetsToTxnResponse': {
         'type': 'response',
@@ -32,7 +44,7 @@ MESSAGES = {
             ('ErrorCode', 'int16', '0+'),
         ),
         'api_key': 25,
-        'source': 'kafka-clients-4.1.1',
+        'source': 'kafka-clients-4.4.0',
     },
     'AddPartitionsToTxnRequest': {
         'type': 'request',
@@ -59,7 +71,7 @@ MESSAGES = {
                 ('Topics', '[]AddPartitionsToTxnTopic', '4+'),
             ),
         },
-        'source': 'kafka-clients-4.1.1',
+        'source': 'kafka-clients-4.4.0',
     },
     'AddPartitionsToTxnResponse': {
         'type': 'response',
@@ -86,11 +98,11 @@ MESSAGES = {
                 ('ResultsByPartition', '[]AddPartitionsToTxnPartitionResult', '0+'),
             ),
         },
-        'source': 'kafka-clients-4.1.1',
+        'source': 'kafka-clients-4.4.0',
     },
     'AddRaftVoterRequest': {
         'type': 'request',
-        'valid': '0',
+        'valid': '0-1',
         'flexible': '0+',
         "fields": (
             ('ClusterId', 'string', '0+', {'nullable': '0+'}),
@@ -98,6 +110,7 @@ MESSAGES = {
             ('VoterId', 'int32', '0+'),
             ('VoterDirectoryId', 'uuid', '0+'),
             ('Listeners', '[]Listener', '0+'),
+            ('AckWhenCommitted', 'bool', '1+', {'default': True}),
         ),
         'api_key': 80,
         "structs": {
@@ -107,11 +120,11 @@ MESSAGES = {
                 ('Port', 'uint16', '0+'),
             ),
         },
-        'source': 'kafka-clients-4.1.1',
+        'source': 'kafka-clients-4.4.0',
     },
     'AddRaftVoterResponse': {
         'type': 'response',
-        'valid': '0',
+        'valid': '0-1',
         'flexible': '0+',
         "fields": (
             ('ThrottleTimeMs', 'int32', '0+'),
@@ -119,7 +132,7 @@ MESSAGES = {
             ('ErrorMessage', 'string', '0+', {'nullable': '0+', 'ignorable': True}),
         ),
         'api_key': 80,
-        'source': 'kafka-clients-4.1.1',
+        'source': 'kafka-clients-4.4.0',
     },
     'AllocateProducerIdsRequest': {
         'type': 'request',
@@ -130,7 +143,7 @@ MESSAGES = {
             ('BrokerEpoch', 'int64', '0+', {'default': -1}),
         ),
         'api_key': 67,
-        'source': 'kafka-clients-4.1.1',
+        'source': 'kafka-clients-4.4.0',
     },
     'AllocateProducerIdsResponse': {
         'type': 'response',
@@ -143,7 +156,7 @@ MESSAGES = {
             ('ProducerIdLen', 'int32', '0+'),
         ),
         'api_key': 67,
-        'source': 'kafka-clients-4.1.1',
+        'source': 'kafka-clients-4.4.0',
     },
     'AlterClientQuotasRequest': {
         'type': 'request',
@@ -169,7 +182,7 @@ MESSAGES = {
                 ('Remove', 'bool', '0+'),
             ),
         },
-        'source': 'kafka-clients-4.1.1',
+        'source': 'kafka-clients-4.4.0',
     },
     'AlterClientQuotasResponse': {
         'type': 'response',
@@ -191,7 +204,7 @@ MESSAGES = {
                 ('Entity', '[]EntityData', '0+'),
             ),
         },
-        'source': 'kafka-clients-4.1.1',
+        'source': 'kafka-clients-4.4.0',
     },
     'AlterConfigsRequest': {
         'type': 'request',
@@ -213,7 +226,7 @@ MESSAGES = {
                 ('Value', 'string', '0+', {'nullable': '0+'}),
             ),
         },
-        'source': 'kafka-clients-4.1.1',
+        'source': 'kafka-clients-4.4.0',
     },
     'AlterConfigsResponse': {
         'type': 'response',
@@ -232,7 +245,7 @@ MESSAGES = {
                 ('ResourceName', 'string', '0+'),
             ),
         },
-        'source': 'kafka-clients-4.1.1',
+        'source': 'kafka-clients-4.4.0',
     },
     'AlterPartitionReassignmentsRequest': {
         'type': 'request',
@@ -254,7 +267,7 @@ MESSAGES = {
                 ('Partitions', '[]ReassignablePartition', '0+'),
             ),
         },
-        'source': 'kafka-clients-4.1.1',
+        'source': 'kafka-clients-4.4.0',
     },
     'AlterPartitionReassignmentsResponse': {
         'type': 'response',
@@ -279,7 +292,7 @@ MESSAGES = {
                 ('Partitions', '[]ReassignablePartitionResponse', '0+'),
             ),
         },
-        'source': 'kafka-clients-4.1.1',
+        'source': 'kafka-clients-4.4.0',
     },
     'AlterPartitionRequest': {
         'type': 'request',
@@ -310,7 +323,7 @@ MESSAGES = {
                 ('Partitions', '[]PartitionData', '0+'),
             ),
         },
-        'source': 'kafka-clients-4.1.1 + kafka-clients-3.9.1 v0-1',
+        'source': 'kafka-clients-4.4.0 + kafka-clients-3.9.1 v0-1',
     },
     'AlterPartitionResponse': {
         'type': 'response',
@@ -338,7 +351,7 @@ MESSAGES = {
                 ('Partitions', '[]PartitionData', '0+'),
             ),
         },
-        'source': 'kafka-clients-4.1.1 + kafka-clients-3.9.1 v0-1',
+        'source': 'kafka-clients-4.4.0 + kafka-clients-3.9.1 v0-1',
     },
     'AlterReplicaLogDirsRequest': {
         'type': 'request',
@@ -358,7 +371,7 @@ MESSAGES = {
                 ('Partitions', '[]int32', '0+'),
             ),
         },
-        'source': 'kafka-clients-4.1.1 + kafka-clients-3.9.1 v0',
+        'source': 'kafka-clients-4.4.0 + kafka-clients-3.9.1 v0',
     },
     'AlterReplicaLogDirsResponse': {
         'type': 'response',
@@ -379,7 +392,7 @@ MESSAGES = {
                 ('Partitions', '[]AlterReplicaLogDirPartitionResult', '0+'),
             ),
         },
-        'source': 'kafka-clients-4.1.1 + kafka-clients-3.9.1 v0',
+        'source': 'kafka-clients-4.4.0 + kafka-clients-3.9.1 v0',
     },
     'AlterShareGroupOffsetsRequest': {
         'type': 'request',
@@ -400,7 +413,7 @@ MESSAGES = {
                 ('Partitions', '[]AlterShareGroupOffsetsRequestPartition', '0+'),
             ),
         },
-        'source': 'kafka-clients-4.1.1',
+        'source': 'kafka-clients-4.4.0',
     },
     'AlterShareGroupOffsetsResponse': {
         'type': 'response',
@@ -425,7 +438,7 @@ MESSAGES = {
                 ('Partitions', '[]AlterShareGroupOffsetsResponsePartition', '0+'),
             ),
         },
-        'source': 'kafka-clients-4.1.1',
+        'source': 'kafka-clients-4.4.0',
     },
     'AlterUserScramCredentialsRequest': {
         'type': 'request',
@@ -449,7 +462,7 @@ MESSAGES = {
                 ('SaltedPassword', 'bytes', '0+'),
             ),
         },
-        'source': 'kafka-clients-4.1.1',
+        'source': 'kafka-clients-4.4.0',
     },
     'AlterUserScramCredentialsResponse': {
         'type': 'response',
@@ -467,22 +480,24 @@ MESSAGES = {
                 ('ErrorMessage', 'string', '0+', {'nullable': '0+'}),
             ),
         },
-        'source': 'kafka-clients-4.1.1',
+        'source': 'kafka-clients-4.4.0',
     },
     'ApiVersionsRequest': {
         'type': 'request',
-        'valid': '0-4',
+        'valid': '0-5',
         'flexible': '3+',
         "fields": (
             ('ClientSoftwareName', 'string', '3+', {'ignorable': True}),
             ('ClientSoftwareVersion', 'string', '3+', {'ignorable': True}),
+            ('ClusterId', 'string', '5+', {'nullable': '5+', 'default': None, 'ignorable': True}),
+            ('NodeId', 'int32', '5+', {'default': -1, 'ignorable': True}),
         ),
         'api_key': 18,
-        'source': 'kafka-clients-4.1.1',
+        'source': 'kafka-clients-4.4.0',
     },
     'ApiVersionsResponse': {
         'type': 'response',
-        'valid': '0-4',
+        'valid': '0-5',
         'flexible': '3+',
         "fields": (
             ('ErrorCode', 'int16', '0+'),
@@ -511,7 +526,7 @@ MESSAGES = {
                 ('MaxVersion', 'int16', '3+'),
             ),
         },
-        'source': 'kafka-clients-4.1.1',
+        'source': 'kafka-clients-4.4.0',
     },
     'AssignReplicasToDirsRequest': {
         'type': 'request',
@@ -536,7 +551,7 @@ MESSAGES = {
                 ('Partitions', '[]PartitionData', '0+'),
             ),
         },
-        'source': 'kafka-clients-4.1.1',
+        'source': 'kafka-clients-4.4.0',
     },
     'AssignReplicasToDirsResponse': {
         'type': 'response',
@@ -562,7 +577,7 @@ MESSAGES = {
                 ('Partitions', '[]PartitionData', '0+'),
             ),
         },
-        'source': 'kafka-clients-4.1.1',
+        'source': 'kafka-clients-4.4.0',
     },
     'BeginQuorumEpochRequest': {
         'type': 'request',
@@ -592,7 +607,7 @@ MESSAGES = {
                 ('Partitions', '[]PartitionData', '0+'),
             ),
         },
-        'source': 'kafka-clients-4.1.1',
+        'source': 'kafka-clients-4.4.0',
     },
     'BeginQuorumEpochResponse': {
         'type': 'response',
@@ -621,11 +636,11 @@ MESSAGES = {
                 ('Partitions', '[]PartitionData', '0+'),
             ),
         },
-        'source': 'kafka-clients-4.1.1',
+        'source': 'kafka-clients-4.4.0',
     },
     'BrokerHeartbeatRequest': {
         'type': 'request',
-        'valid': '0-1',
+        'valid': '0-2',
         'flexible': '0+',
         "fields": (
             ('BrokerId', 'int32', '0+'),
@@ -634,13 +649,14 @@ MESSAGES = {
             ('WantFence', 'bool', '0+'),
             ('WantShutDown', 'bool', '0+'),
             ('OfflineLogDirs', '[]uuid', '1+', {'tagged': '1+', 'tag': 0}),
+            ('CordonedLogDirs', '[]uuid', '2+', {'nullable': '2+', 'tagged': '2+', 'tag': 1, 'default': None}),
         ),
         'api_key': 63,
-        'source': 'kafka-clients-4.1.1',
+        'source': 'kafka-clients-4.4.0',
     },
     'BrokerHeartbeatResponse': {
         'type': 'response',
-        'valid': '0-1',
+        'valid': '0-2',
         'flexible': '0+',
         "fields": (
             ('ThrottleTimeMs', 'int32', '0+'),
@@ -650,7 +666,7 @@ MESSAGES = {
             ('ShouldShutDown', 'bool', '0+'),
         ),
         'api_key': 63,
-        'source': 'kafka-clients-4.1.1',
+        'source': 'kafka-clients-4.4.0',
     },
     'BrokerRegistrationRequest': {
         'type': 'request',
@@ -681,7 +697,7 @@ MESSAGES = {
                 ('SecurityProtocol', 'int16', '0+'),
             ),
         },
-        'source': 'kafka-clients-4.1.1',
+        'source': 'kafka-clients-4.4.0',
     },
     'BrokerRegistrationResponse': {
         'type': 'response',
@@ -693,7 +709,7 @@ MESSAGES = {
             ('BrokerEpoch', 'int64', '0+', {'default': -1}),
         ),
         'api_key': 62,
-        'source': 'kafka-clients-4.1.1',
+        'source': 'kafka-clients-4.4.0',
     },
     'ConsumerGroupDescribeRequest': {
         'type': 'request',
@@ -704,7 +720,7 @@ MESSAGES = {
             ('IncludeAuthorizedOperations', 'bool', '0+'),
         ),
         'api_key': 69,
-        'source': 'kafka-clients-4.1.1',
+        'source': 'kafka-clients-4.4.0',
     },
     'ConsumerGroupDescribeResponse': {
         'type': 'response',
@@ -749,7 +765,7 @@ MESSAGES = {
                 ('Partitions', '[]int32', '0+'),
             ),
         },
-        'source': 'kafka-clients-4.1.1',
+        'source': 'kafka-clients-4.4.0',
     },
     'ConsumerGroupHeartbeatRequest': {
         'type': 'request',
@@ -774,7 +790,7 @@ MESSAGES = {
                 ('Partitions', '[]int32', '0+'),
             ),
         },
-        'source': 'kafka-clients-4.1.1',
+        'source': 'kafka-clients-4.4.0',
     },
     'ConsumerGroupHeartbeatResponse': {
         'type': 'response',
@@ -799,7 +815,7 @@ MESSAGES = {
                 ('Partitions', '[]int32', '0+'),
             ),
         },
-        'source': 'kafka-clients-4.1.1',
+        'source': 'kafka-clients-4.4.0',
     },
     'ConsumerProtocolAssignment': {
         'type': 'data',
@@ -815,7 +831,7 @@ MESSAGES = {
                 ('Partitions', '[]int32', '0+'),
             ),
         },
-        'source': 'kafka-clients-4.1.1',
+        'source': 'kafka-clients-4.4.0',
     },
     'ConsumerProtocolSubscription': {
         'type': 'data',
@@ -834,7 +850,16 @@ MESSAGES = {
                 ('Partitions', '[]int32', '1+'),
             ),
         },
-        'source': 'kafka-clients-4.1.1',
+        'source': 'kafka-clients-4.4.0',
+    },
+    'ControlRecordTypeSchema': {
+        'type': 'data',
+        'valid': '0',
+        'flexible': 'none',
+        "fields": (
+            ('Type', 'int16', '0+'),
+        ),
+        'source': 'kafka-clients-4.4.0',
     },
     'ControllerRegistrationRequest': {
         'type': 'request',
@@ -861,7 +886,7 @@ MESSAGES = {
                 ('SecurityProtocol', 'int16', '0+'),
             ),
         },
-        'source': 'kafka-clients-4.1.1',
+        'source': 'kafka-clients-4.4.0',
     },
     'ControllerRegistrationResponse': {
         'type': 'response',
@@ -873,7 +898,7 @@ MESSAGES = {
             ('ErrorMessage', 'string', '0+', {'nullable': '0+'}),
         ),
         'api_key': 70,
-        'source': 'kafka-clients-4.1.1',
+        'source': 'kafka-clients-4.4.0',
     },
     'CreateAclsRequest': {
         'type': 'request',
@@ -894,7 +919,7 @@ MESSAGES = {
                 ('PermissionType', 'int8', '0+'),
             ),
         },
-        'source': 'kafka-clients-4.1.1 + kafka-clients-3.9.1 v0',
+        'source': 'kafka-clients-4.4.0 + kafka-clients-3.9.1 v0',
     },
     'CreateAclsResponse': {
         'type': 'response',
@@ -911,7 +936,7 @@ MESSAGES = {
                 ('ErrorMessage', 'string', '0+', {'nullable': '0+'}),
             ),
         },
-        'source': 'kafka-clients-4.1.1 + kafka-clients-3.9.1 v0',
+        'source': 'kafka-clients-4.4.0 + kafka-clients-3.9.1 v0',
     },
     'CreateDelegationTokenRequest': {
         'type': 'request',
@@ -930,7 +955,7 @@ MESSAGES = {
                 ('PrincipalName', 'string', '0+'),
             ),
         },
-        'source': 'kafka-clients-4.1.1 + kafka-clients-3.9.1 v0',
+        'source': 'kafka-clients-4.4.0 + kafka-clients-3.9.1 v0',
     },
     'CreateDelegationTokenResponse': {
         'type': 'response',
@@ -950,7 +975,7 @@ MESSAGES = {
             ('ThrottleTimeMs', 'int32', '0+'),
         ),
         'api_key': 38,
-        'source': 'kafka-clients-4.1.1 + kafka-clients-3.9.1 v0',
+        'source': 'kafka-clients-4.4.0 + kafka-clients-3.9.1 v0',
     },
     'CreatePartitionsRequest': {
         'type': 'request',
@@ -972,7 +997,7 @@ MESSAGES = {
                 ('Assignments', '[]CreatePartitionsAssignment', '0+', {'nullable': '0+'}),
             ),
         },
-        'source': 'kafka-clients-4.1.1',
+        'source': 'kafka-clients-4.4.0',
     },
     'CreatePartitionsResponse': {
         'type': 'response',
@@ -990,7 +1015,7 @@ MESSAGES = {
                 ('ErrorMessage', 'string', '0+', {'nullable': '0+', 'default': None}),
             ),
         },
-        'source': 'kafka-clients-4.1.1',
+        'source': 'kafka-clients-4.4.0',
     },
     'CreateTopicsRequest': {
         'type': 'request',
@@ -1019,7 +1044,7 @@ MESSAGES = {
                 ('Value', 'string', '0+', {'nullable': '0+'}),
             ),
         },
-        'source': 'kafka-clients-4.1.1 + kafka-clients-3.9.1 v0-1',
+        'source': 'kafka-clients-4.4.0 + kafka-clients-3.9.1 v0-1',
     },
     'CreateTopicsResponse': {
         'type': 'response',
@@ -1049,7 +1074,7 @@ MESSAGES = {
                 ('Configs', '[]CreatableTopicConfigs', '5+', {'nullable': '5+', 'ignorable': True}),
             ),
         },
-        'source': 'kafka-clients-4.1.1 + kafka-clients-3.9.1 v0-1',
+        'source': 'kafka-clients-4.4.0 + kafka-clients-3.9.1 v0-1',
     },
     'DefaultPrincipalData': {
         'type': 'data',
@@ -1060,7 +1085,7 @@ MESSAGES = {
             ('Name', 'string', '0+'),
             ('TokenAuthenticated', 'bool', '0+'),
         ),
-        'source': 'kafka-clients-4.1.1',
+        'source': 'kafka-clients-4.4.0',
     },
     'DeleteAclsRequest': {
         'type': 'request',
@@ -1081,7 +1106,7 @@ MESSAGES = {
                 ('PermissionType', 'int8', '0+'),
             ),
         },
-        'source': 'kafka-clients-4.1.1 + kafka-clients-3.9.1 v0',
+        'source': 'kafka-clients-4.4.0 + kafka-clients-3.9.1 v0',
     },
     'DeleteAclsResponse': {
         'type': 'response',
@@ -1110,21 +1135,21 @@ MESSAGES = {
                 ('PermissionType', 'int8', '0+'),
             ),
         },
-        'source': 'kafka-clients-4.1.1 + kafka-clients-3.9.1 v0',
+        'source': 'kafka-clients-4.4.0 + kafka-clients-3.9.1 v0',
     },
     'DeleteGroupsRequest': {
         'type': 'request',
-        'valid': '0-2',
+        'valid': '0-3',
         'flexible': '2+',
         "fields": (
             ('GroupsNames', '[]string', '0+'),
         ),
         'api_key': 42,
-        'source': 'kafka-clients-4.1.1',
+        'source': 'kafka-clients-4.4.0',
     },
     'DeleteGroupsResponse': {
         'type': 'response',
-        'valid': '0-2',
+        'valid': '0-3',
         'flexible': '2+',
         "fields": (
             ('ThrottleTimeMs', 'int32', '0+'),
@@ -1135,9 +1160,10 @@ MESSAGES = {
             'DeletableGroupResult': (
                 ('GroupId', 'string', '0+'),
                 ('ErrorCode', 'int16', '0+'),
+                ('ErrorMessage', 'string', '3+', {'nullable': '3+', 'default': None, 'ignorable': True}),
             ),
         },
-        'source': 'kafka-clients-4.1.1',
+        'source': 'kafka-clients-4.4.0',
     },
     'DeleteRecordsRequest': {
         'type': 'request',
@@ -1158,7 +1184,7 @@ MESSAGES = {
                 ('Partitions', '[]DeleteRecordsPartition', '0+'),
             ),
         },
-        'source': 'kafka-clients-4.1.1',
+        'source': 'kafka-clients-4.4.0',
     },
     'DeleteRecordsResponse': {
         'type': 'response',
@@ -1180,7 +1206,7 @@ MESSAGES = {
                 ('Partitions', '[]DeleteRecordsPartitionResult', '0+'),
             ),
         },
-        'source': 'kafka-clients-4.1.1',
+        'source': 'kafka-clients-4.4.0',
     },
     'DeleteShareGroupOffsetsRequest': {
         'type': 'request',
@@ -1196,7 +1222,7 @@ MESSAGES = {
                 ('TopicName', 'string', '0+'),
             ),
         },
-        'source': 'kafka-clients-4.1.1',
+        'source': 'kafka-clients-4.4.0',
     },
     'DeleteShareGroupOffsetsResponse': {
         'type': 'response',
@@ -1217,7 +1243,7 @@ MESSAGES = {
                 ('ErrorMessage', 'string', '0+', {'nullable': '0+', 'default': None}),
             ),
         },
-        'source': 'kafka-clients-4.1.1',
+        'source': 'kafka-clients-4.4.0',
     },
     'DeleteShareGroupStateRequest': {
         'type': 'request',
@@ -1237,7 +1263,7 @@ MESSAGES = {
                 ('Partition', 'int32', '0+'),
             ),
         },
-        'source': 'kafka-clients-4.1.1',
+        'source': 'kafka-clients-4.4.0',
     },
     'DeleteShareGroupStateResponse': {
         'type': 'response',
@@ -1258,7 +1284,7 @@ MESSAGES = {
                 ('ErrorMessage', 'string', '0+', {'nullable': '0+', 'default': None}),
             ),
         },
-        'source': 'kafka-clients-4.1.1',
+        'source': 'kafka-clients-4.4.0',
     },
     'DeleteTopicsRequest': {
         'type': 'request',
@@ -1276,7 +1302,7 @@ MESSAGES = {
                 ('TopicId', 'uuid', '6+'),
             ),
         },
-        'source': 'kafka-clients-4.1.1 + kafka-clients-3.9.1 v0',
+        'source': 'kafka-clients-4.4.0 + kafka-clients-3.9.1 v0',
     },
     'DeleteTopicsResponse': {
         'type': 'response',
@@ -1295,7 +1321,7 @@ MESSAGES = {
                 ('ErrorMessage', 'string', '5+', {'nullable': '5+', 'default': None, 'ignorable': True}),
             ),
         },
-        'source': 'kafka-clients-4.1.1 + kafka-clients-3.9.1 v0',
+        'source': 'kafka-clients-4.4.0 + kafka-clients-3.9.1 v0',
     },
     'DescribeAclsRequest': {
         'type': 'request',
@@ -1311,7 +1337,7 @@ MESSAGES = {
             ('PermissionType', 'int8', '0+'),
         ),
         'api_key': 29,
-        'source': 'kafka-clients-4.1.1 + kafka-clients-3.9.1 v0',
+        'source': 'kafka-clients-4.4.0 + kafka-clients-3.9.1 v0',
     },
     'DescribeAclsResponse': {
         'type': 'response',
@@ -1338,7 +1364,7 @@ MESSAGES = {
                 ('Acls', '[]AclDescription', '0+'),
             ),
         },
-        'source': 'kafka-clients-4.1.1 + kafka-clients-3.9.1 v0',
+        'source': 'kafka-clients-4.4.0 + kafka-clients-3.9.1 v0',
     },
     'DescribeClientQuotasRequest': {
         'type': 'request',
@@ -1356,7 +1382,7 @@ MESSAGES = {
                 ('Match', 'string', '0+', {'nullable': '0+'}),
             ),
         },
-        'source': 'kafka-clients-4.1.1',
+        'source': 'kafka-clients-4.4.0',
     },
     'DescribeClientQuotasResponse': {
         'type': 'response',
@@ -1383,7 +1409,7 @@ MESSAGES = {
                 ('Value', 'float64', '0+'),
             ),
         },
-        'source': 'kafka-clients-4.1.1',
+        'source': 'kafka-clients-4.4.0',
     },
     'DescribeClusterRequest': {
         'type': 'request',
@@ -1395,7 +1421,7 @@ MESSAGES = {
             ('IncludeFencedBrokers', 'bool', '2+'),
         ),
         'api_key': 60,
-        'source': 'kafka-clients-4.1.1',
+        'source': 'kafka-clients-4.4.0',
     },
     'DescribeClusterResponse': {
         'type': 'response',
@@ -1421,7 +1447,7 @@ MESSAGES = {
                 ('IsFenced', 'bool', '2+'),
             ),
         },
-        'source': 'kafka-clients-4.1.1',
+        'source': 'kafka-clients-4.4.0',
     },
     'DescribeConfigsRequest': {
         'type': 'request',
@@ -1440,7 +1466,7 @@ MESSAGES = {
                 ('ConfigurationKeys', '[]string', '0+', {'nullable': '0+'}),
             ),
         },
-        'source': 'kafka-clients-4.1.1 + kafka-clients-3.9.1 v0',
+        'source': 'kafka-clients-4.4.0 + kafka-clients-3.9.1 v0',
     },
     'DescribeConfigsResponse': {
         'type': 'response',
@@ -1476,7 +1502,7 @@ MESSAGES = {
                 ('Source', 'int8', '1+'),
             ),
         },
-        'source': 'kafka-clients-4.1.1 + kafka-clients-3.9.1 v0',
+        'source': 'kafka-clients-4.4.0 + kafka-clients-3.9.1 v0',
     },
     'DescribeDelegationTokenRequest': {
         'type': 'request',
@@ -1492,7 +1518,7 @@ MESSAGES = {
                 ('PrincipalName', 'string', '0+'),
             ),
         },
-        'source': 'kafka-clients-4.1.1 + kafka-clients-3.9.1 v0',
+        'source': 'kafka-clients-4.4.0 + kafka-clients-3.9.1 v0',
     },
     'DescribeDelegationTokenResponse': {
         'type': 'response',
@@ -1522,7 +1548,7 @@ MESSAGES = {
                 ('PrincipalName', 'string', '0+'),
             ),
         },
-        'source': 'kafka-clients-4.1.1 + kafka-clients-3.9.1 v0',
+        'source': 'kafka-clients-4.4.0 + kafka-clients-3.9.1 v0',
     },
     'DescribeGroupsRequest': {
         'type': 'request',
@@ -1533,7 +1559,7 @@ MESSAGES = {
             ('IncludeAuthorizedOperations', 'bool', '3+'),
         ),
         'api_key': 15,
-        'source': 'kafka-clients-4.1.1',
+        'source': 'kafka-clients-4.4.0',
     },
     'DescribeGroupsResponse': {
         'type': 'response',
@@ -1564,11 +1590,11 @@ MESSAGES = {
                 ('MemberAssignment', 'bytes', '0+'),
             ),
         },
-        'source': 'kafka-clients-4.1.1',
+        'source': 'kafka-clients-4.4.0',
     },
     'DescribeLogDirsRequest': {
         'type': 'request',
-        'valid': '0-4',
+        'valid': '0-5',
         'flexible': '2+',
         "fields": (
             ('Topics', '[]DescribableLogDirTopic', '0+', {'nullable': '0+'}),
@@ -1580,11 +1606,11 @@ MESSAGES = {
                 ('Partitions', '[]int32', '0+'),
             ),
         },
-        'source': 'kafka-clients-4.1.1 + kafka-clients-3.9.1 v0',
+        'source': 'kafka-clients-4.4.0 + kafka-clients-3.9.1 v0',
     },
     'DescribeLogDirsResponse': {
         'type': 'response',
-        'valid': '0-4',
+        'valid': '0-5',
         'flexible': '2+',
         "fields": (
             ('ThrottleTimeMs', 'int32', '0+'),
@@ -1605,13 +1631,14 @@ MESSAGES = {
                 ('Topics', '[]DescribeLogDirsTopic', '0+'),
                 ('TotalBytes', 'int64', '4+', {'default': -1, 'ignorable': True}),
                 ('UsableBytes', 'int64', '4+', {'default': -1, 'ignorable': True}),
+                ('IsCordoned', 'bool', '5+', {'default': False, 'ignorable': True}),
             ),
             'DescribeLogDirsTopic': (
                 ('Name', 'string', '0+'),
                 ('Partitions', '[]DescribeLogDirsPartition', '0+'),
             ),
         },
-        'source': 'kafka-clients-4.1.1 + kafka-clients-3.9.1 v0',
+        'source': 'kafka-clients-4.4.0 + kafka-clients-3.9.1 v0',
     },
     'DescribeProducersRequest': {
         'type': 'request',
@@ -1627,7 +1654,7 @@ MESSAGES = {
                 ('PartitionIndexes', '[]int32', '0+'),
             ),
         },
-        'source': 'kafka-clients-4.1.1',
+        'source': 'kafka-clients-4.4.0',
     },
     'DescribeProducersResponse': {
         'type': 'response',
@@ -1658,7 +1685,7 @@ MESSAGES = {
                 ('Partitions', '[]PartitionResponse', '0+'),
             ),
         },
-        'source': 'kafka-clients-4.1.1',
+        'source': 'kafka-clients-4.4.0',
     },
     'DescribeQuorumRequest': {
         'type': 'request',
@@ -1677,7 +1704,7 @@ MESSAGES = {
                 ('Partitions', '[]PartitionData', '0+'),
             ),
         },
-        'source': 'kafka-clients-4.1.1',
+        'source': 'kafka-clients-4.4.0',
     },
     'DescribeQuorumResponse': {
         'type': 'response',
@@ -1722,11 +1749,11 @@ MESSAGES = {
                 ('Partitions', '[]PartitionData', '0+'),
             ),
         },
-        'source': 'kafka-clients-4.1.1',
+        'source': 'kafka-clients-4.4.0',
     },
     'DescribeShareGroupOffsetsRequest': {
         'type': 'request',
-        'valid': '0',
+        'valid': '0-1',
         'flexible': '0+',
         "fields": (
             ('Groups', '[]DescribeShareGroupOffsetsRequestGroup', '0+'),
@@ -1742,11 +1769,11 @@ MESSAGES = {
                 ('Partitions', '[]int32', '0+'),
             ),
         },
-        'source': 'kafka-clients-4.1.1',
+        'source': 'kafka-clients-4.4.0',
     },
     'DescribeShareGroupOffsetsResponse': {
         'type': 'response',
-        'valid': '0',
+        'valid': '0-1',
         'flexible': '0+',
         "fields": (
             ('ThrottleTimeMs', 'int32', '0+'),
@@ -1764,6 +1791,7 @@ MESSAGES = {
                 ('PartitionIndex', 'int32', '0+'),
                 ('StartOffset', 'int64', '0+'),
                 ('LeaderEpoch', 'int32', '0+'),
+                ('Lag', 'int64', '1+', {'default': -1, 'ignorable': True}),
                 ('ErrorCode', 'int16', '0+'),
                 ('ErrorMessage', 'string', '0+', {'nullable': '0+', 'default': None}),
             ),
@@ -1773,7 +1801,7 @@ MESSAGES = {
                 ('Partitions', '[]DescribeShareGroupOffsetsResponsePartition', '0+'),
             ),
         },
-        'source': 'kafka-clients-4.1.1',
+        'source': 'kafka-clients-4.4.0',
     },
     'DescribeTopicPartitionsRequest': {
         'type': 'request',
@@ -1794,7 +1822,7 @@ MESSAGES = {
                 ('Name', 'string', '0+'),
             ),
         },
-        'source': 'kafka-clients-4.1.1',
+        'source': 'kafka-clients-4.4.0',
     },
     'DescribeTopicPartitionsResponse': {
         'type': 'response',
@@ -1831,7 +1859,7 @@ MESSAGES = {
                 ('TopicAuthorizedOperations', 'int32', '0+', {'default': -2147483648}),
             ),
         },
-        'source': 'kafka-clients-4.1.1',
+        'source': 'kafka-clients-4.4.0',
     },
     'DescribeTransactionsRequest': {
         'type': 'request',
@@ -1841,7 +1869,7 @@ MESSAGES = {
             ('TransactionalIds', '[]string', '0+'),
         ),
         'api_key': 65,
-        'source': 'kafka-clients-4.1.1',
+        'source': 'kafka-clients-4.4.0',
     },
     'DescribeTransactionsResponse': {
         'type': 'response',
@@ -1868,7 +1896,7 @@ MESSAGES = {
                 ('Topics', '[]TopicData', '0+'),
             ),
         },
-        'source': 'kafka-clients-4.1.1',
+        'source': 'kafka-clients-4.4.0',
     },
     'DescribeUserScramCredentialsRequest': {
         'type': 'request',
@@ -1883,7 +1911,7 @@ MESSAGES = {
                 ('Name', 'string', '0+'),
             ),
         },
-        'source': 'kafka-clients-4.1.1',
+        'source': 'kafka-clients-4.4.0',
     },
     'DescribeUserScramCredentialsResponse': {
         'type': 'response',
@@ -1908,7 +1936,7 @@ MESSAGES = {
                 ('CredentialInfos', '[]CredentialInfo', '0+'),
             ),
         },
-        'source': 'kafka-clients-4.1.1',
+        'source': 'kafka-clients-4.4.0',
     },
     'ElectLeadersRequest': {
         'type': 'request',
@@ -1926,7 +1954,7 @@ MESSAGES = {
                 ('Partitions', '[]int32', '0+'),
             ),
         },
-        'source': 'kafka-clients-4.1.1',
+        'source': 'kafka-clients-4.4.0',
     },
     'ElectLeadersResponse': {
         'type': 'response',
@@ -1949,7 +1977,7 @@ MESSAGES = {
                 ('PartitionResult', '[]PartitionResult', '0+'),
             ),
         },
-        'source': 'kafka-clients-4.1.1',
+        'source': 'kafka-clients-4.4.0',
     },
     'EndQuorumEpochRequest': {
         'type': 'request',
@@ -1983,7 +2011,7 @@ MESSAGES = {
                 ('Partitions', '[]PartitionData', '0+'),
             ),
         },
-        'source': 'kafka-clients-4.1.1',
+        'source': 'kafka-clients-4.4.0',
     },
     'EndQuorumEpochResponse': {
         'type': 'response',
@@ -2012,7 +2040,7 @@ MESSAGES = {
                 ('Partitions', '[]PartitionData', '0+'),
             ),
         },
-        'source': 'kafka-clients-4.1.1',
+        'source': 'kafka-clients-4.4.0',
     },
     'EndTxnMarker': {
         'type': 'data',
@@ -2021,7 +2049,7 @@ MESSAGES = {
         "fields": (
             ('CoordinatorEpoch', 'int32', '0+'),
         ),
-        'source': 'kafka-clients-4.1.1',
+        'source': 'kafka-clients-4.4.0',
     },
     'EndTxnRequest': {
         'type': 'request',
@@ -2034,7 +2062,7 @@ MESSAGES = {
             ('Committed', 'bool', '0+'),
         ),
         'api_key': 26,
-        'source': 'kafka-clients-4.1.1',
+        'source': 'kafka-clients-4.4.0',
     },
     'EndTxnResponse': {
         'type': 'response',
@@ -2047,7 +2075,7 @@ MESSAGES = {
             ('ProducerEpoch', 'int16', '5+', {'default': -1, 'ignorable': True}),
         ),
         'api_key': 26,
-        'source': 'kafka-clients-4.1.1',
+        'source': 'kafka-clients-4.4.0',
     },
     'EnvelopeRequest': {
         'type': 'request',
@@ -2059,7 +2087,7 @@ MESSAGES = {
             ('ClientHostAddress', 'bytes', '0+'),
         ),
         'api_key': 58,
-        'source': 'kafka-clients-4.1.1',
+        'source': 'kafka-clients-4.4.0',
     },
     'EnvelopeResponse': {
         'type': 'response',
@@ -2070,7 +2098,7 @@ MESSAGES = {
             ('ErrorCode', 'int16', '0+'),
         ),
         'api_key': 58,
-        'source': 'kafka-clients-4.1.1',
+        'source': 'kafka-clients-4.4.0',
     },
     'ExpireDelegationTokenRequest': {
         'type': 'request',
@@ -2081,7 +2109,7 @@ MESSAGES = {
             ('ExpiryTimePeriodMs', 'int64', '0+'),
         ),
         'api_key': 40,
-        'source': 'kafka-clients-4.1.1 + kafka-clients-3.9.1 v0',
+        'source': 'kafka-clients-4.4.0 + kafka-clients-3.9.1 v0',
     },
     'ExpireDelegationTokenResponse': {
         'type': 'response',
@@ -2093,7 +2121,7 @@ MESSAGES = {
             ('ThrottleTimeMs', 'int32', '0+'),
         ),
         'api_key': 40,
-        'source': 'kafka-clients-4.1.1 + kafka-clients-3.9.1 v0',
+        'source': 'kafka-clients-4.4.0 + kafka-clients-3.9.1 v0',
     },
     'FetchRequest': {
         'type': 'request',
@@ -2140,7 +2168,7 @@ MESSAGES = {
                 ('ReplicaEpoch', 'int64', '15+', {'default': -1}),
             ),
         },
-        'source': 'kafka-clients-4.1.1 + kafka-clients-3.9.1 v0-3',
+        'source': 'kafka-clients-4.4.0 + kafka-clients-3.9.1 v0-3',
     },
     'FetchResponse': {
         'type': 'response',
@@ -2196,7 +2224,7 @@ MESSAGES = {
                 ('Epoch', 'int32', '0+', {'default': -1}),
             ),
         },
-        'source': 'kafka-clients-4.1.1 + kafka-clients-3.9.1 v0-3',
+        'source': 'kafka-clients-4.4.0 + kafka-clients-3.9.1 v0-3',
     },
     'FetchSnapshotRequest': {
         'type': 'request',
@@ -2226,7 +2254,7 @@ MESSAGES = {
                 ('Partitions', '[]PartitionSnapshot', '0+'),
             ),
         },
-        'source': 'kafka-clients-4.1.1',
+        'source': 'kafka-clients-4.4.0',
     },
     'FetchSnapshotResponse': {
         'type': 'response',
@@ -2267,7 +2295,7 @@ MESSAGES = {
                 ('Partitions', '[]PartitionSnapshot', '0+'),
             ),
         },
-        'source': 'kafka-clients-4.1.1',
+        'source': 'kafka-clients-4.4.0',
     },
     'FindCoordinatorRequest': {
         'type': 'request',
@@ -2279,7 +2307,7 @@ MESSAGES = {
             ('CoordinatorKeys', '[]string', '4+'),
         ),
         'api_key': 10,
-        'source': 'kafka-clients-4.1.1',
+        'source': 'kafka-clients-4.4.0',
     },
     'FindCoordinatorResponse': {
         'type': 'response',
@@ -2305,7 +2333,7 @@ MESSAGES = {
                 ('ErrorMessage', 'string', '4+', {'nullable': '4+', 'ignorable': True}),
             ),
         },
-        'source': 'kafka-clients-4.1.1',
+        'source': 'kafka-clients-4.4.0',
     },
     'GetTelemetrySubscriptionsRequest': {
         'type': 'request',
@@ -2315,7 +2343,7 @@ MESSAGES = {
             ('ClientInstanceId', 'uuid', '0+'),
         ),
         'api_key': 71,
-        'source': 'kafka-clients-4.1.1',
+        'source': 'kafka-clients-4.4.0',
     },
     'GetTelemetrySubscriptionsResponse': {
         'type': 'response',
@@ -2333,7 +2361,7 @@ MESSAGES = {
             ('RequestedMetrics', '[]string', '0+'),
         ),
         'api_key': 71,
-        'source': 'kafka-clients-4.1.1',
+        'source': 'kafka-clients-4.4.0',
     },
     'HeartbeatRequest': {
         'type': 'request',
@@ -2346,7 +2374,7 @@ MESSAGES = {
             ('GroupInstanceId', 'string', '3+', {'nullable': '3+', 'default': None}),
         ),
         'api_key': 12,
-        'source': 'kafka-clients-4.1.1',
+        'source': 'kafka-clients-4.4.0',
     },
     'HeartbeatResponse': {
         'type': 'response',
@@ -2357,7 +2385,7 @@ MESSAGES = {
             ('ErrorCode', 'int16', '0+'),
         ),
         'api_key': 12,
-        'source': 'kafka-clients-4.1.1',
+        'source': 'kafka-clients-4.4.0',
     },
     'IncrementalAlterConfigsRequest': {
         'type': 'request',
@@ -2380,7 +2408,7 @@ MESSAGES = {
                 ('Value', 'string', '0+', {'nullable': '0+'}),
             ),
         },
-        'source': 'kafka-clients-4.1.1',
+        'source': 'kafka-clients-4.4.0',
     },
     'IncrementalAlterConfigsResponse': {
         'type': 'response',
@@ -2399,7 +2427,7 @@ MESSAGES = {
                 ('ResourceName', 'string', '0+'),
             ),
         },
-        'source': 'kafka-clients-4.1.1',
+        'source': 'kafka-clients-4.4.0',
     },
     'InitProducerIdRequest': {
         'type': 'request',
@@ -2415,7 +2443,7 @@ MESSAGES = {
         ),
         'api_key': 22,
         'unstable_latest': True,
-        'source': 'kafka-clients-4.1.1',
+        'source': 'kafka-clients-4.4.0',
     },
     'InitProducerIdResponse': {
         'type': 'response',
@@ -2430,7 +2458,7 @@ MESSAGES = {
             ('OngoingTxnProducerEpoch', 'int16', '6+', {'default': -1}),
         ),
         'api_key': 22,
-        'source': 'kafka-clients-4.1.1',
+        'source': 'kafka-clients-4.4.0',
     },
     'InitializeShareGroupStateRequest': {
         'type': 'request',
@@ -2452,7 +2480,7 @@ MESSAGES = {
                 ('StartOffset', 'int64', '0+'),
             ),
         },
-        'source': 'kafka-clients-4.1.1',
+        'source': 'kafka-clients-4.4.0',
     },
     'InitializeShareGroupStateResponse': {
         'type': 'response',
@@ -2473,7 +2501,7 @@ MESSAGES = {
                 ('ErrorMessage', 'string', '0+', {'nullable': '0+', 'default': None}),
             ),
         },
-        'source': 'kafka-clients-4.1.1',
+        'source': 'kafka-clients-4.4.0',
     },
     'JoinGroupRequest': {
         'type': 'request',
@@ -2496,7 +2524,7 @@ MESSAGES = {
                 ('Metadata', 'bytes', '0+'),
             ),
         },
-        'source': 'kafka-clients-4.1.1',
+        'source': 'kafka-clients-4.4.0',
     },
     'JoinGroupResponse': {
         'type': 'response',
@@ -2521,7 +2549,7 @@ MESSAGES = {
                 ('Metadata', 'bytes', '0+'),
             ),
         },
-        'source': 'kafka-clients-4.1.1',
+        'source': 'kafka-clients-4.4.0',
     },
     'KRaftVersionRecord': {
         'type': 'data',
@@ -2531,7 +2559,7 @@ MESSAGES = {
             ('Version', 'int16', '0+'),
             ('KRaftVersion', 'int16', '0+'),
         ),
-        'source': 'kafka-clients-4.1.1',
+        'source': 'kafka-clients-4.4.0',
     },
     'LeaderChangeMessage': {
         'type': 'data',
@@ -2549,7 +2577,7 @@ MESSAGES = {
                 ('VoterDirectoryId', 'uuid', '1+'),
             ),
         },
-        'source': 'kafka-clients-4.1.1',
+        'source': 'kafka-clients-4.4.0',
     },
     'LeaveGroupRequest': {
         'type': 'request',
@@ -2568,7 +2596,7 @@ MESSAGES = {
                 ('Reason', 'string', '5+', {'nullable': '5+', 'default': None, 'ignorable': True}),
             ),
         },
-        'source': 'kafka-clients-4.1.1',
+        'source': 'kafka-clients-4.4.0',
     },
     'LeaveGroupResponse': {
         'type': 'response',
@@ -2587,7 +2615,7 @@ MESSAGES = {
                 ('ErrorCode', 'int16', '3+'),
             ),
         },
-        'source': 'kafka-clients-4.1.1',
+        'source': 'kafka-clients-4.4.0',
     },
     'ListConfigResourcesRequest': {
         'type': 'request',
@@ -2597,7 +2625,7 @@ MESSAGES = {
             ('ResourceTypes', '[]int8', '1+'),
         ),
         'api_key': 74,
-        'source': 'kafka-clients-4.1.1',
+        'source': 'kafka-clients-4.4.0',
     },
     'ListConfigResourcesResponse': {
         'type': 'response',
@@ -2615,7 +2643,7 @@ MESSAGES = {
                 ('ResourceType', 'int8', '1+', {'default': 16, 'ignorable': True}),
             ),
         },
-        'source': 'kafka-clients-4.1.1',
+        'source': 'kafka-clients-4.4.0',
     },
     'ListGroupsRequest': {
         'type': 'request',
@@ -2626,7 +2654,7 @@ MESSAGES = {
             ('TypesFilter', '[]string', '5+'),
         ),
         'api_key': 16,
-        'source': 'kafka-clients-4.1.1',
+        'source': 'kafka-clients-4.4.0',
     },
     'ListGroupsResponse': {
         'type': 'response',
@@ -2646,11 +2674,11 @@ MESSAGES = {
                 ('GroupType', 'string', '5+', {'ignorable': True}),
             ),
         },
-        'source': 'kafka-clients-4.1.1',
+        'source': 'kafka-clients-4.4.0',
     },
     'ListOffsetsRequest': {
         'type': 'request',
-        'valid': '0-10',
+        'valid': '0-11',
         'flexible': '6+',
         "fields": (
             ('ReplicaId', 'int32', '0+'),
@@ -2671,11 +2699,11 @@ MESSAGES = {
                 ('Partitions', '[]ListOffsetsPartition', '0+'),
             ),
         },
-        'source': 'kafka-clients-4.1.1 + kafka-clients-3.9.1 v0',
+        'source': 'kafka-clients-4.4.0 + kafka-clients-3.9.1 v0',
     },
     'ListOffsetsResponse': {
         'type': 'response',
-        'valid': '0-10',
+        'valid': '0-11',
         'flexible': '6+',
         "fields": (
             ('ThrottleTimeMs', 'int32', '2+', {'ignorable': True}),
@@ -2696,7 +2724,7 @@ MESSAGES = {
                 ('Partitions', '[]ListOffsetsPartitionResponse', '0+'),
             ),
         },
-        'source': 'kafka-clients-4.1.1 + kafka-clients-3.9.1 v0',
+        'source': 'kafka-clients-4.4.0 + kafka-clients-3.9.1 v0',
     },
     'ListPartitionReassignmentsRequest': {
         'type': 'request',
@@ -2713,7 +2741,7 @@ MESSAGES = {
                 ('PartitionIndexes', '[]int32', '0+'),
             ),
         },
-        'source': 'kafka-clients-4.1.1',
+        'source': 'kafka-clients-4.4.0',
     },
     'ListPartitionReassignmentsResponse': {
         'type': 'response',
@@ -2738,7 +2766,7 @@ MESSAGES = {
                 ('Partitions', '[]OngoingPartitionReassignment', '0+'),
             ),
         },
-        'source': 'kafka-clients-4.1.1',
+        'source': 'kafka-clients-4.4.0',
     },
     'ListTransactionsRequest': {
         'type': 'request',
@@ -2751,7 +2779,7 @@ MESSAGES = {
             ('TransactionalIdPattern', 'string', '2+', {'nullable': '2+', 'default': None}),
         ),
         'api_key': 66,
-        'source': 'kafka-clients-4.1.1',
+        'source': 'kafka-clients-4.4.0',
     },
     'ListTransactionsResponse': {
         'type': 'response',
@@ -2771,7 +2799,7 @@ MESSAGES = {
                 ('TransactionState', 'string', '0+'),
             ),
         },
-        'source': 'kafka-clients-4.1.1',
+        'source': 'kafka-clients-4.4.0',
     },
     'MetadataRequest': {
         'type': 'request',
@@ -2790,7 +2818,7 @@ MESSAGES = {
                 ('Name', 'string', '0+', {'nullable': '10+'}),
             ),
         },
-        'source': 'kafka-clients-4.1.1',
+        'source': 'kafka-clients-4.4.0',
     },
     'MetadataResponse': {
         'type': 'response',
@@ -2831,7 +2859,7 @@ MESSAGES = {
                 ('TopicAuthorizedOperations', 'int32', '8+', {'default': -2147483648}),
             ),
         },
-        'source': 'kafka-clients-4.1.1',
+        'source': 'kafka-clients-4.4.0',
     },
     'OffsetCommitRequest': {
         'type': 'request',
@@ -2846,7 +2874,6 @@ MESSAGES = {
             ('Topics', '[]OffsetCommitRequestTopic', '0+'),
         ),
         'api_key': 8,
-        'unstable_latest': True,
         "structs": {
             'OffsetCommitRequestPartition': (
                 ('PartitionIndex', 'int32', '0+'),
@@ -2861,7 +2888,7 @@ MESSAGES = {
                 ('Partitions', '[]OffsetCommitRequestPartition', '0+'),
             ),
         },
-        'source': 'kafka-clients-4.1.1 + kafka-clients-3.9.1 v0-1',
+        'source': 'kafka-clients-4.4.0 + kafka-clients-3.9.1 v0-1',
     },
     'OffsetCommitResponse': {
         'type': 'response',
@@ -2883,7 +2910,7 @@ MESSAGES = {
                 ('Partitions', '[]OffsetCommitResponsePartition', '0+'),
             ),
         },
-        'source': 'kafka-clients-4.1.1 + kafka-clients-3.9.1 v0-1',
+        'source': 'kafka-clients-4.4.0 + kafka-clients-3.9.1 v0-1',
     },
     'OffsetDeleteRequest': {
         'type': 'request',
@@ -2903,7 +2930,7 @@ MESSAGES = {
                 ('Partitions', '[]OffsetDeleteRequestPartition', '0+'),
             ),
         },
-        'source': 'kafka-clients-4.1.1',
+        'source': 'kafka-clients-4.4.0',
     },
     'OffsetDeleteResponse': {
         'type': 'response',
@@ -2925,7 +2952,7 @@ MESSAGES = {
                 ('Partitions', '[]OffsetDeleteResponsePartition', '0+'),
             ),
         },
-        'source': 'kafka-clients-4.1.1',
+        'source': 'kafka-clients-4.4.0',
     },
     'OffsetFetchRequest': {
         'type': 'request',
@@ -2938,7 +2965,6 @@ MESSAGES = {
             ('RequireStable', 'bool', '7+', {'default': False}),
         ),
         'api_key': 9,
-        'unstable_latest': True,
         "structs": {
             'OffsetFetchRequestGroup': (
                 ('GroupId', 'string', '8+'),
@@ -2956,7 +2982,7 @@ MESSAGES = {
                 ('PartitionIndexes', '[]int32', '8+'),
             ),
         },
-        'source': 'kafka-clients-4.1.1 + kafka-clients-3.9.1 v0',
+        'source': 'kafka-clients-4.4.0 + kafka-clients-3.9.1 v0',
     },
     'OffsetFetchResponse': {
         'type': 'response',
@@ -2999,7 +3025,7 @@ MESSAGES = {
                 ('Partitions', '[]OffsetFetchResponsePartitions', '8+'),
             ),
         },
-        'source': 'kafka-clients-4.1.1 + kafka-clients-3.9.1 v0',
+        'source': 'kafka-clients-4.4.0 + kafka-clients-3.9.1 v0',
     },
     'OffsetForLeaderEpochRequest': {
         'type': 'request',
@@ -3021,7 +3047,7 @@ MESSAGES = {
                 ('Partitions', '[]OffsetForLeaderPartition', '0+'),
             ),
         },
-        'source': 'kafka-clients-4.1.1 + kafka-clients-3.9.1 v0-1',
+        'source': 'kafka-clients-4.4.0 + kafka-clients-3.9.1 v0-1',
     },
     'OffsetForLeaderEpochResponse': {
         'type': 'response',
@@ -3044,7 +3070,7 @@ MESSAGES = {
                 ('Partitions', '[]EpochEndOffset', '0+'),
             ),
         },
-        'source': 'kafka-clients-4.1.1 + kafka-clients-3.9.1 v0-1',
+        'source': 'kafka-clients-4.4.0 + kafka-clients-3.9.1 v0-1',
     },
     'ProduceRequest': {
         'type': 'request',
@@ -3068,7 +3094,7 @@ MESSAGES = {
                 ('PartitionData', '[]PartitionProduceData', '0+'),
             ),
         },
-        'source': 'kafka-clients-4.1.1 + kafka-clients-3.9.1 v0-2',
+        'source': 'kafka-clients-4.4.0 + kafka-clients-3.9.1 v0-2',
     },
     'ProduceResponse': {
         'type': 'response',
@@ -3111,7 +3137,7 @@ MESSAGES = {
                 ('PartitionResponses', '[]PartitionProduceResponse', '0+'),
             ),
         },
-        'source': 'kafka-clients-4.1.1 + kafka-clients-3.9.1 v0-2',
+        'source': 'kafka-clients-4.4.0 + kafka-clients-3.9.1 v0-2',
     },
     'PushTelemetryRequest': {
         'type': 'request',
@@ -3125,7 +3151,7 @@ MESSAGES = {
             ('Metrics', 'bytes', '0+'),
         ),
         'api_key': 72,
-        'source': 'kafka-clients-4.1.1',
+        'source': 'kafka-clients-4.4.0',
     },
     'PushTelemetryResponse': {
         'type': 'response',
@@ -3136,7 +3162,7 @@ MESSAGES = {
             ('ErrorCode', 'int16', '0+'),
         ),
         'api_key': 72,
-        'source': 'kafka-clients-4.1.1',
+        'source': 'kafka-clients-4.4.0',
     },
     'ReadShareGroupStateRequest': {
         'type': 'request',
@@ -3157,7 +3183,7 @@ MESSAGES = {
                 ('Partitions', '[]PartitionData', '0+'),
             ),
         },
-        'source': 'kafka-clients-4.1.1',
+        'source': 'kafka-clients-4.4.0',
     },
     'ReadShareGroupStateResponse': {
         'type': 'response',
@@ -3187,11 +3213,11 @@ MESSAGES = {
                 ('DeliveryCount', 'int16', '0+'),
             ),
         },
-        'source': 'kafka-clients-4.1.1',
+        'source': 'kafka-clients-4.4.0',
     },
     'ReadShareGroupStateSummaryRequest': {
         'type': 'request',
-        'valid': '0',
+        'valid': '0-1',
         'flexible': '0+',
         "fields": (
             ('GroupId', 'string', '0+'),
@@ -3208,11 +3234,11 @@ MESSAGES = {
                 ('Partitions', '[]PartitionData', '0+'),
             ),
         },
-        'source': 'kafka-clients-4.1.1',
+        'source': 'kafka-clients-4.4.0',
     },
     'ReadShareGroupStateSummaryResponse': {
         'type': 'response',
-        'valid': '0',
+        'valid': '0-1',
         'flexible': '0+',
         "fields": (
             ('Results', '[]ReadStateSummaryResult', '0+'),
@@ -3226,13 +3252,14 @@ MESSAGES = {
                 ('StateEpoch', 'int32', '0+'),
                 ('LeaderEpoch', 'int32', '0+'),
                 ('StartOffset', 'int64', '0+'),
+                ('DeliveryCompleteCount', 'int32', '1+', {'default': -1, 'ignorable': True}),
             ),
             'ReadStateSummaryResult': (
                 ('TopicId', 'uuid', '0+'),
                 ('Partitions', '[]PartitionResult', '0+'),
             ),
         },
-        'source': 'kafka-clients-4.1.1',
+        'source': 'kafka-clients-4.4.0',
     },
     'RemoveRaftVoterRequest': {
         'type': 'request',
@@ -3244,7 +3271,7 @@ MESSAGES = {
             ('VoterDirectoryId', 'uuid', '0+'),
         ),
         'api_key': 81,
-        'source': 'kafka-clients-4.1.1',
+        'source': 'kafka-clients-4.4.0',
     },
     'RemoveRaftVoterResponse': {
         'type': 'response',
@@ -3256,7 +3283,7 @@ MESSAGES = {
             ('ErrorMessage', 'string', '0+', {'nullable': '0+', 'ignorable': True}),
         ),
         'api_key': 81,
-        'source': 'kafka-clients-4.1.1',
+        'source': 'kafka-clients-4.4.0',
     },
     'RenewDelegationTokenRequest': {
         'type': 'request',
@@ -3267,7 +3294,7 @@ MESSAGES = {
             ('RenewPeriodMs', 'int64', '0+'),
         ),
         'api_key': 39,
-        'source': 'kafka-clients-4.1.1 + kafka-clients-3.9.1 v0',
+        'source': 'kafka-clients-4.4.0 + kafka-clients-3.9.1 v0',
     },
     'RenewDelegationTokenResponse': {
         'type': 'response',
@@ -3279,7 +3306,7 @@ MESSAGES = {
             ('ThrottleTimeMs', 'int32', '0+'),
         ),
         'api_key': 39,
-        'source': 'kafka-clients-4.1.1 + kafka-clients-3.9.1 v0',
+        'source': 'kafka-clients-4.4.0 + kafka-clients-3.9.1 v0',
     },
     'RequestHeader': {
         'type': 'header',
@@ -3291,7 +3318,7 @@ MESSAGES = {
             ('CorrelationId', 'int32', '0+'),
             ('ClientId', 'string', '1+', {'nullable': '1+', 'flexible': 'none'}),
         ),
-        'source': 'kafka-clients-4.1.1 + kafka-clients-3.9.1 v0',
+        'source': 'kafka-clients-4.4.0 + kafka-clients-3.9.1 v0',
     },
     'ResponseHeader': {
         'type': 'header',
@@ -3300,7 +3327,7 @@ MESSAGES = {
         "fields": (
             ('CorrelationId', 'int32', '0+'),
         ),
-        'source': 'kafka-clients-4.1.1',
+        'source': 'kafka-clients-4.4.0',
     },
     'SaslAuthenticateRequest': {
         'type': 'request',
@@ -3310,7 +3337,7 @@ MESSAGES = {
             ('AuthBytes', 'bytes', '0+'),
         ),
         'api_key': 36,
-        'source': 'kafka-clients-4.1.1',
+        'source': 'kafka-clients-4.4.0',
     },
     'SaslAuthenticateResponse': {
         'type': 'response',
@@ -3323,7 +3350,7 @@ MESSAGES = {
             ('SessionLifetimeMs', 'int64', '1+', {'default': 0, 'ignorable': True}),
         ),
         'api_key': 36,
-        'source': 'kafka-clients-4.1.1',
+        'source': 'kafka-clients-4.4.0',
     },
     'SaslHandshakeRequest': {
         'type': 'request',
@@ -3333,7 +3360,7 @@ MESSAGES = {
             ('Mechanism', 'string', '0+'),
         ),
         'api_key': 17,
-        'source': 'kafka-clients-4.1.1',
+        'source': 'kafka-clients-4.4.0',
     },
     'SaslHandshakeResponse': {
         'type': 'response',
@@ -3344,16 +3371,17 @@ MESSAGES = {
             ('Mechanisms', '[]string', '0+'),
         ),
         'api_key': 17,
-        'source': 'kafka-clients-4.1.1',
+        'source': 'kafka-clients-4.4.0',
     },
     'ShareAcknowledgeRequest': {
         'type': 'request',
-        'valid': '1',
+        'valid': '1-2',
         'flexible': '0+',
         "fields": (
             ('GroupId', 'string', '0+', {'nullable': '0+', 'default': None}),
             ('MemberId', 'string', '0+', {'nullable': '0+'}),
             ('ShareSessionEpoch', 'int32', '0+'),
+            ('IsRenewAck', 'bool', '2+', {'default': False}),
             ('Topics', '[]AcknowledgeTopic', '0+'),
         ),
         'api_key': 79,
@@ -3372,16 +3400,17 @@ MESSAGES = {
                 ('AcknowledgeTypes', '[]int8', '0+'),
             ),
         },
-        'source': 'kafka-clients-4.1.1',
+        'source': 'kafka-clients-4.4.0',
     },
     'ShareAcknowledgeResponse': {
         'type': 'response',
-        'valid': '1',
+        'valid': '1-2',
         'flexible': '0+',
         "fields": (
             ('ThrottleTimeMs', 'int32', '0+'),
             ('ErrorCode', 'int16', '0+'),
             ('ErrorMessage', 'string', '0+', {'nullable': '0+', 'default': None}),
+            ('AcquisitionLockTimeoutMs', 'int32', '2+', {'ignorable': True}),
             ('Responses', '[]ShareAcknowledgeTopicResponse', '0+'),
             ('NodeEndpoints', '[]NodeEndpoint', '0+'),
         ),
@@ -3408,11 +3437,11 @@ MESSAGES = {
                 ('Partitions', '[]PartitionData', '0+'),
             ),
         },
-        'source': 'kafka-clients-4.1.1',
+        'source': 'kafka-clients-4.4.0',
     },
     'ShareFetchRequest': {
         'type': 'request',
-        'valid': '1',
+        'valid': '1-2',
         'flexible': '0+',
         "fields": (
             ('GroupId', 'string', '0+', {'nullable': '0+', 'default': None}),
@@ -3423,6 +3452,8 @@ MESSAGES = {
             ('MaxBytes', 'int32', '0+', {'default': 2147483647}),
             ('MaxRecords', 'int32', '1+'),
             ('BatchSize', 'int32', '1+'),
+            ('ShareAcquireMode', 'int8', '2+', {'default': 0, 'ignorable': True}),
+            ('IsRenewAck', 'bool', '2+', {'default': False}),
             ('Topics', '[]FetchTopic', '0+'),
             ('ForgottenTopicsData', '[]ForgottenTopic', '0+'),
         ),
@@ -3447,11 +3478,11 @@ MESSAGES = {
                 ('Partitions', '[]int32', '0+'),
             ),
         },
-        'source': 'kafka-clients-4.1.1',
+        'source': 'kafka-clients-4.4.0',
     },
     'ShareFetchResponse': {
         'type': 'response',
-        'valid': '1',
+        'valid': '1-2',
         'flexible': '0+',
         "fields": (
             ('ThrottleTimeMs', 'int32', '0+'),
@@ -3493,7 +3524,7 @@ MESSAGES = {
                 ('Partitions', '[]PartitionData', '0+'),
             ),
         },
-        'source': 'kafka-clients-4.1.1',
+        'source': 'kafka-clients-4.4.0',
     },
     'ShareGroupDescribeRequest': {
         'type': 'request',
@@ -3504,7 +3535,7 @@ MESSAGES = {
             ('IncludeAuthorizedOperations', 'bool', '0+'),
         ),
         'api_key': 77,
-        'source': 'kafka-clients-4.1.1',
+        'source': 'kafka-clients-4.4.0',
     },
     'ShareGroupDescribeResponse': {
         'type': 'response',
@@ -3545,7 +3576,7 @@ MESSAGES = {
                 ('Partitions', '[]int32', '0+'),
             ),
         },
-        'source': 'kafka-clients-4.1.1',
+        'source': 'kafka-clients-4.4.0',
     },
     'ShareGroupHeartbeatRequest': {
         'type': 'request',
@@ -3559,7 +3590,7 @@ MESSAGES = {
             ('SubscribedTopicNames', '[]string', '0+', {'nullable': '0+', 'default': None}),
         ),
         'api_key': 76,
-        'source': 'kafka-clients-4.1.1',
+        'source': 'kafka-clients-4.4.0',
     },
     'ShareGroupHeartbeatResponse': {
         'type': 'response',
@@ -3584,7 +3615,7 @@ MESSAGES = {
                 ('Partitions', '[]int32', '0+'),
             ),
         },
-        'source': 'kafka-clients-4.1.1',
+        'source': 'kafka-clients-4.4.0',
     },
     'SnapshotFooterRecord': {
         'type': 'data',
@@ -3593,7 +3624,7 @@ MESSAGES = {
         "fields": (
             ('Version', 'int16', '0+'),
         ),
-        'source': 'kafka-clients-4.1.1',
+        'source': 'kafka-clients-4.4.0',
     },
     'SnapshotHeaderRecord': {
         'type': 'data',
@@ -3603,23 +3634,23 @@ MESSAGES = {
             ('Version', 'int16', '0+'),
             ('LastContainedLogTimestamp', 'int64', '0+'),
         ),
-        'source': 'kafka-clients-4.1.1',
+        'source': 'kafka-clients-4.4.0',
     },
     'StreamsGroupDescribeRequest': {
         'type': 'request',
-        'valid': '0',
+        'valid': '0-1',
         'flexible': '0+',
         "fields": (
             ('GroupIds', '[]string', '0+'),
             ('IncludeAuthorizedOperations', 'bool', '0+'),
+            ('IncludeTopologyDescription', 'bool', '1+', {'default': False}),
         ),
         'api_key': 89,
-        'unstable_latest': True,
-        'source': 'kafka-clients-4.1.1',
+        'source': 'kafka-clients-4.4.0',
     },
     'StreamsGroupDescribeResponse': {
         'type': 'response',
-        'valid': '0',
+        'valid': '0-1',
         'flexible': '0+',
         "fields": (
             ('ThrottleTimeMs', 'int32', '0+'),
@@ -3642,6 +3673,9 @@ MESSAGES = {
                 ('Topology', 'Topology', '0+', {'nullable': '0+', 'default': None}),
                 ('Members', '[]Member', '0+'),
                 ('AuthorizedOperations', 'int32', '0+', {'default': -2147483648}),
+                ('TopologyDescription', 'TopologyDescription', '1+', {'nullable': '1+', 'default': None}),
+                ('TopologyDescriptionStatus', 'int8', '1+', {'default': 0}),
+                ('AssignorName', 'string', '1+', {'nullable': '1+', 'default': None, 'ignorable': True}),
             ),
             'Endpoint': (
                 ('Host', 'string', '0+'),
@@ -3690,21 +3724,36 @@ MESSAGES = {
                 ('ReplicationFactor', 'int16', '0+'),
                 ('TopicConfigs', '[]KeyValue', '0+'),
             ),
-            'TopicPartitions': (
-                ('TopicId', 'uuid', '0+'),
-                ('TopicName', 'string', '0+'),
-                ('Partitions', '[]int32', '0+'),
-            ),
             'Topology': (
                 ('Epoch', 'int32', '0+'),
                 ('Subtopologies', '[]Subtopology', '0+', {'nullable': '0+', 'default': None}),
             ),
+            'TopologyDescription': (
+                ('Subtopologies', '[]TopologyDescriptionSubtopology', '1+'),
+                ('GlobalStores', '[]TopologyDescriptionGlobalStore', '1+'),
+            ),
+            'TopologyDescriptionGlobalStore': (
+                ('Source', 'TopologyDescriptionNode', '1+'),
+                ('Processor', 'TopologyDescriptionNode', '1+'),
+            ),
+            'TopologyDescriptionNode': (
+                ('Name', 'string', '1+'),
+                ('NodeType', 'int8', '1+'),
+                ('SourceTopics', '[]string', '1+'),
+                ('SinkTopic', 'string', '1+', {'nullable': '1+', 'default': None}),
+                ('Stores', '[]string', '1+'),
+                ('Successors', '[]string', '1+'),
+            ),
+            'TopologyDescriptionSubtopology': (
+                ('SubtopologyId', 'string', '1+'),
+                ('Nodes', '[]TopologyDescriptionNode', '1+'),
+            ),
         },
-        'source': 'kafka-clients-4.1.1',
+        'source': 'kafka-clients-4.4.0',
     },
     'StreamsGroupHeartbeatRequest': {
         'type': 'request',
-        'valid': '0',
+        'valid': '0-1',
         'flexible': '0+',
         "fields": (
             ('GroupId', 'string', '0+'),
@@ -3726,7 +3775,6 @@ MESSAGES = {
             ('ShutdownApplication', 'bool', '0+', {'default': False}),
         ),
         'api_key': 88,
-        'unstable_latest': True,
         "structs": {
             'CopartitionGroup': (
                 ('SourceTopics', '[]int16', '0+'),
@@ -3770,11 +3818,11 @@ MESSAGES = {
                 ('Subtopologies', '[]Subtopology', '0+'),
             ),
         },
-        'source': 'kafka-clients-4.1.1',
+        'source': 'kafka-clients-4.4.0',
     },
     'StreamsGroupHeartbeatResponse': {
         'type': 'response',
-        'valid': '0',
+        'valid': '0-1',
         'flexible': '0+',
         "fields": (
             ('ThrottleTimeMs', 'int32', '0+'),
@@ -3783,12 +3831,14 @@ MESSAGES = {
             ('MemberId', 'string', '0+'),
             ('MemberEpoch', 'int32', '0+'),
             ('HeartbeatIntervalMs', 'int32', '0+'),
-            ('AcceptableRecoveryLag', 'int32', '0+'),
+            ('AcceptableRecoveryLagLegacy', 'int32', '0'),
             ('TaskOffsetIntervalMs', 'int32', '0+'),
-            ('Status', '[]Status', '0+', {'nullable': '0+', 'default': None}),
+            ('AcceptableRecoveryLag', 'int64', '1+', {'default': -1, 'ignorable': True}),
+            ('Status', '[]Status', '0+', {'nullable': '0+'}),
             ('ActiveTasks', '[]TaskIds', '0+', {'nullable': '0+', 'default': None}),
             ('StandbyTasks', '[]TaskIds', '0+', {'nullable': '0+', 'default': None}),
             ('WarmupTasks', '[]TaskIds', '0+', {'nullable': '0+', 'default': None}),
+            ('TopologyDescriptionRequired', 'bool', '1+', {'default': False}),
             ('EndpointInformationEpoch', 'int32', '0+'),
             ('PartitionsByUserEndpoint', '[]EndpointToPartitions', '0+', {'nullable': '0+', 'default': None}),
         ),
@@ -3816,7 +3866,54 @@ MESSAGES = {
                 ('Partitions', '[]int32', '0+'),
             ),
         },
-        'source': 'kafka-clients-4.1.1',
+        'source': 'kafka-clients-4.4.0',
+    },
+    'StreamsGroupTopologyDescriptionUpdateRequest': {
+        'type': 'request',
+        'valid': '0',
+        'flexible': '0+',
+        "fields": (
+            ('GroupId', 'string', '0+'),
+            ('MemberId', 'string', '0+'),
+            ('TopologyEpoch', 'int32', '0+'),
+            ('TopologyDescription', 'TopologyDescription', '0+'),
+        ),
+        'api_key': 93,
+        "structs": {
+            'TopologyDescription': (
+                ('Subtopologies', '[]TopologyDescriptionSubtopology', '0+'),
+                ('GlobalStores', '[]TopologyDescriptionGlobalStore', '0+'),
+            ),
+            'TopologyDescriptionGlobalStore': (
+                ('Source', 'TopologyDescriptionNode', '0+'),
+                ('Processor', 'TopologyDescriptionNode', '0+'),
+            ),
+            'TopologyDescriptionNode': (
+                ('Name', 'string', '0+'),
+                ('NodeType', 'int8', '0+'),
+                ('SourceTopics', '[]string', '0+'),
+                ('SinkTopic', 'string', '0+', {'nullable': '0+', 'default': None}),
+                ('Stores', '[]string', '0+'),
+                ('Successors', '[]string', '0+'),
+            ),
+            'TopologyDescriptionSubtopology': (
+                ('SubtopologyId', 'string', '0+'),
+                ('Nodes', '[]TopologyDescriptionNode', '0+'),
+            ),
+        },
+        'source': 'kafka-clients-4.4.0',
+    },
+    'StreamsGroupTopologyDescriptionUpdateResponse': {
+        'type': 'response',
+        'valid': '0',
+        'flexible': '0+',
+        "fields": (
+            ('ThrottleTimeMs', 'int32', '0+'),
+            ('ErrorCode', 'int16', '0+'),
+            ('ErrorMessage', 'string', '0+', {'nullable': '0+', 'default': None}),
+        ),
+        'api_key': 93,
+        'source': 'kafka-clients-4.4.0',
     },
     'SyncGroupRequest': {
         'type': 'request',
@@ -3838,7 +3935,7 @@ MESSAGES = {
                 ('Assignment', 'bytes', '0+'),
             ),
         },
-        'source': 'kafka-clients-4.1.1',
+        'source': 'kafka-clients-4.4.0',
     },
     'SyncGroupResponse': {
         'type': 'response',
@@ -3852,18 +3949,18 @@ MESSAGES = {
             ('Assignment', 'bytes', '0+'),
         ),
         'api_key': 14,
-        'source': 'kafka-clients-4.1.1',
+        'source': 'kafka-clients-4.4.0',
     },
     'TxnOffsetCommitRequest': {
         'type': 'request',
-        'valid': '0-5',
+        'valid': '0-6',
         'flexible': '3+',
         "fields": (
             ('TransactionalId', 'string', '0+'),
             ('GroupId', 'string', '0+'),
             ('ProducerId', 'int64', '0+'),
             ('ProducerEpoch', 'int16', '0+'),
-            ('GenerationId', 'int32', '3+', {'default': -1}),
+            ('GenerationIdOrMemberEpoch', 'int32', '3+', {'default': -1}),
             ('MemberId', 'string', '3+', {'default': ''}),
             ('GroupInstanceId', 'string', '3+', {'nullable': '3+', 'default': None}),
             ('Topics', '[]TxnOffsetCommitRequestTopic', '0+'),
@@ -3877,15 +3974,16 @@ MESSAGES = {
                 ('CommittedMetadata', 'string', '0+', {'nullable': '0+'}),
             ),
             'TxnOffsetCommitRequestTopic': (
-                ('Name', 'string', '0+'),
+                ('Name', 'string', '0-5', {'ignorable': True}),
+                ('TopicId', 'uuid', '6+', {'ignorable': True}),
                 ('Partitions', '[]TxnOffsetCommitRequestPartition', '0+'),
             ),
         },
-        'source': 'kafka-clients-4.1.1',
+        'source': 'kafka-clients-4.4.0',
     },
     'TxnOffsetCommitResponse': {
         'type': 'response',
-        'valid': '0-5',
+        'valid': '0-6',
         'flexible': '3+',
         "fields": (
             ('ThrottleTimeMs', 'int32', '0+'),
@@ -3898,11 +3996,12 @@ MESSAGES = {
                 ('ErrorCode', 'int16', '0+'),
             ),
             'TxnOffsetCommitResponseTopic': (
-                ('Name', 'string', '0+'),
+                ('Name', 'string', '0-5', {'ignorable': True}),
+                ('TopicId', 'uuid', '6+', {'ignorable': True}),
                 ('Partitions', '[]TxnOffsetCommitResponsePartition', '0+'),
             ),
         },
-        'source': 'kafka-clients-4.1.1',
+        'source': 'kafka-clients-4.4.0',
     },
     'UnregisterBrokerRequest': {
         'type': 'request',
@@ -3912,7 +4011,7 @@ MESSAGES = {
             ('BrokerId', 'int32', '0+'),
         ),
         'api_key': 64,
-        'source': 'kafka-clients-4.1.1',
+        'source': 'kafka-clients-4.4.0',
     },
     'UnregisterBrokerResponse': {
         'type': 'response',
@@ -3924,7 +4023,29 @@ MESSAGES = {
             ('ErrorMessage', 'string', '0+', {'nullable': '0+'}),
         ),
         'api_key': 64,
-        'source': 'kafka-clients-4.1.1',
+        'source': 'kafka-clients-4.4.0',
+    },
+    'UnregisterControllerRequest': {
+        'type': 'request',
+        'valid': '0',
+        'flexible': '0+',
+        "fields": (
+            ('ControllerId', 'int32', '0+'),
+        ),
+        'api_key': 94,
+        'source': 'kafka-clients-4.4.0',
+    },
+    'UnregisterControllerResponse': {
+        'type': 'response',
+        'valid': '0',
+        'flexible': '0+',
+        "fields": (
+            ('ThrottleTimeMs', 'int32', '0+'),
+            ('ErrorCode', 'int16', '0+'),
+            ('ErrorMessage', 'string', '0+', {'nullable': '0+'}),
+        ),
+        'api_key': 94,
+        'source': 'kafka-clients-4.4.0',
     },
     'UpdateFeaturesRequest': {
         'type': 'request',
@@ -3944,7 +4065,7 @@ MESSAGES = {
                 ('UpgradeType', 'int8', '1+', {'default': 1}),
             ),
         },
-        'source': 'kafka-clients-4.1.1',
+        'source': 'kafka-clients-4.4.0',
     },
     'UpdateFeaturesResponse': {
         'type': 'response',
@@ -3964,7 +4085,7 @@ MESSAGES = {
                 ('ErrorMessage', 'string', '0+', {'nullable': '0+'}),
             ),
         },
-        'source': 'kafka-clients-4.1.1',
+        'source': 'kafka-clients-4.4.0',
     },
     'UpdateRaftVoterRequest': {
         'type': 'request',
@@ -3990,7 +4111,7 @@ MESSAGES = {
                 ('Port', 'uint16', '0+'),
             ),
         },
-        'source': 'kafka-clients-4.1.1',
+        'source': 'kafka-clients-4.4.0',
     },
     'UpdateRaftVoterResponse': {
         'type': 'response',
@@ -4010,7 +4131,7 @@ MESSAGES = {
                 ('Port', 'int32', '0+'),
             ),
         },
-        'source': 'kafka-clients-4.1.1',
+        'source': 'kafka-clients-4.4.0',
     },
     'VoteRequest': {
         'type': 'request',
@@ -4038,7 +4159,7 @@ MESSAGES = {
                 ('Partitions', '[]PartitionData', '0+'),
             ),
         },
-        'source': 'kafka-clients-4.1.1',
+        'source': 'kafka-clients-4.4.0',
     },
     'VoteResponse': {
         'type': 'response',
@@ -4068,7 +4189,7 @@ MESSAGES = {
                 ('Partitions', '[]PartitionData', '0+'),
             ),
         },
-        'source': 'kafka-clients-4.1.1',
+        'source': 'kafka-clients-4.4.0',
     },
     'VotersRecord': {
         'type': 'data',
@@ -4095,11 +4216,11 @@ MESSAGES = {
                 ('KRaftVersionFeature', 'KRaftVersionFeature', '0+'),
             ),
         },
-        'source': 'kafka-clients-4.1.1',
+        'source': 'kafka-clients-4.4.0',
     },
     'WriteShareGroupStateRequest': {
         'type': 'request',
-        'valid': '0',
+        'valid': '0-1',
         'flexible': '0+',
         "fields": (
             ('GroupId', 'string', '0+'),
@@ -4112,6 +4233,7 @@ MESSAGES = {
                 ('StateEpoch', 'int32', '0+'),
                 ('LeaderEpoch', 'int32', '0+'),
                 ('StartOffset', 'int64', '0+'),
+                ('DeliveryCompleteCount', 'int32', '1+', {'default': -1, 'ignorable': True}),
                 ('StateBatches', '[]StateBatch', '0+'),
             ),
             'StateBatch': (
@@ -4125,11 +4247,11 @@ MESSAGES = {
                 ('Partitions', '[]PartitionData', '0+'),
             ),
         },
-        'source': 'kafka-clients-4.1.1',
+        'source': 'kafka-clients-4.4.0',
     },
     'WriteShareGroupStateResponse': {
         'type': 'response',
-        'valid': '0',
+        'valid': '0-1',
         'flexible': '0+',
         "fields": (
             ('Results', '[]WriteStateResult', '0+'),
@@ -4146,11 +4268,11 @@ MESSAGES = {
                 ('Partitions', '[]PartitionResult', '0+'),
             ),
         },
-        'source': 'kafka-clients-4.1.1',
+        'source': 'kafka-clients-4.4.0',
     },
     'WriteTxnMarkersRequest': {
         'type': 'request',
-        'valid': '0-1',
+        'valid': '0-2',
         'flexible': '1+',
         "fields": (
             ('Markers', '[]WritableTxnMarker', '0+'),
@@ -4163,17 +4285,18 @@ MESSAGES = {
                 ('TransactionResult', 'bool', '0+'),
                 ('Topics', '[]WritableTxnMarkerTopic', '0+'),
                 ('CoordinatorEpoch', 'int32', '0+'),
+                ('TransactionVersion', 'int8', '2+', {'default': 0, 'ignorable': True}),
             ),
             'WritableTxnMarkerTopic': (
                 ('Name', 'string', '0+'),
                 ('PartitionIndexes', '[]int32', '0+'),
             ),
         },
-        'source': 'kafka-clients-4.1.1 + kafka-clients-3.9.1 v0',
+        'source': 'kafka-clients-4.4.0 + kafka-clients-3.9.1 v0',
     },
     'WriteTxnMarkersResponse': {
         'type': 'response',
-        'valid': '0-1',
+        'valid': '0-2',
         'flexible': '1+',
         "fields": (
             ('Markers', '[]WritableTxnMarkerResult', '0+'),
@@ -4193,7 +4316,7 @@ MESSAGES = {
                 ('Partitions', '[]WritableTxnMarkerPartitionResult', '0+'),
             ),
         },
-        'source': 'kafka-clients-4.1.1 + kafka-clients-3.9.1 v0',
+        'source': 'kafka-clients-4.4.0 + kafka-clients-3.9.1 v0',
     },
     'ConsumerGroupCurrentMemberAssignmentKey': {
         'type': 'coordinator-key',
@@ -4204,7 +4327,7 @@ MESSAGES = {
             ('MemberId', 'string', '0'),
         ),
         'api_key': 8,
-        'source': 'kafka-group-coordinator-4.1.1',
+        'source': 'kafka-group-coordinator-4.4.0',
     },
     'ConsumerGroupCurrentMemberAssignmentValue': {
         'type': 'coordinator-value',
@@ -4222,9 +4345,10 @@ MESSAGES = {
             'TopicPartitions': (
                 ('TopicId', 'uuid', '0+'),
                 ('Partitions', '[]int32', '0+'),
+                ('AssignmentEpochs', '[]int32', '0+', {'nullable': '0+', 'tagged': '0+', 'tag': 0, 'default': None}),
             ),
         },
-        'source': 'kafka-group-coordinator-4.1.1',
+        'source': 'kafka-group-coordinator-4.4.0',
     },
     'ConsumerGroupMemberMetadataKey': {
         'type': 'coordinator-key',
@@ -4235,7 +4359,7 @@ MESSAGES = {
             ('MemberId', 'string', '0'),
         ),
         'api_key': 5,
-        'source': 'kafka-group-coordinator-4.1.1',
+        'source': 'kafka-group-coordinator-4.4.0',
     },
     'ConsumerGroupMemberMetadataValue': {
         'type': 'coordinator-value',
@@ -4263,7 +4387,7 @@ MESSAGES = {
                 ('Metadata', 'bytes', '0+'),
             ),
         },
-        'source': 'kafka-group-coordinator-4.1.1',
+        'source': 'kafka-group-coordinator-4.4.0',
     },
     'ConsumerGroupMetadataKey': {
         'type': 'coordinator-key',
@@ -4273,7 +4397,7 @@ MESSAGES = {
             ('GroupId', 'string', '0'),
         ),
         'api_key': 3,
-        'source': 'kafka-group-coordinator-4.1.1',
+        'source': 'kafka-group-coordinator-4.4.0',
     },
     'ConsumerGroupMetadataValue': {
         'type': 'coordinator-value',
@@ -4284,7 +4408,7 @@ MESSAGES = {
             ('MetadataHash', 'int64', '0+', {'tagged': '0+', 'tag': 0, 'default': 0}),
         ),
         'api_key': 3,
-        'source': 'kafka-group-coordinator-4.1.1',
+        'source': 'kafka-group-coordinator-4.4.0',
     },
     'ConsumerGroupPartitionMetadataKey': {
         'type': 'coordinator-key',
@@ -4294,7 +4418,7 @@ MESSAGES = {
             ('GroupId', 'string', '0'),
         ),
         'api_key': 4,
-        'source': 'kafka-group-coordinator-4.1.1',
+        'source': 'kafka-group-coordinator-4.4.0',
     },
     'ConsumerGroupPartitionMetadataValue': {
         'type': 'coordinator-value',
@@ -4316,7 +4440,7 @@ MESSAGES = {
                 ('PartitionMetadata', '[]PartitionMetadata', '0+'),
             ),
         },
-        'source': 'kafka-group-coordinator-4.1.1',
+        'source': 'kafka-group-coordinator-4.4.0',
     },
     'ConsumerGroupRegularExpressionKey': {
         'type': 'coordinator-key',
@@ -4327,7 +4451,7 @@ MESSAGES = {
             ('RegularExpression', 'string', '0'),
         ),
         'api_key': 16,
-        'source': 'kafka-group-coordinator-4.1.1',
+        'source': 'kafka-group-coordinator-4.4.0',
     },
     'ConsumerGroupRegularExpressionValue': {
         'type': 'coordinator-value',
@@ -4339,7 +4463,7 @@ MESSAGES = {
             ('Timestamp', 'int64', '0+'),
         ),
         'api_key': 16,
-        'source': 'kafka-group-coordinator-4.1.1',
+        'source': 'kafka-group-coordinator-4.4.0',
     },
     'ConsumerGroupTargetAssignmentMemberKey': {
         'type': 'coordinator-key',
@@ -4350,7 +4474,7 @@ MESSAGES = {
             ('MemberId', 'string', '0'),
         ),
         'api_key': 7,
-        'source': 'kafka-group-coordinator-4.1.1',
+        'source': 'kafka-group-coordinator-4.4.0',
     },
     'ConsumerGroupTargetAssignmentMemberValue': {
         'type': 'coordinator-value',
@@ -4366,7 +4490,7 @@ MESSAGES = {
                 ('Partitions', '[]int32', '0+'),
             ),
         },
-        'source': 'kafka-group-coordinator-4.1.1',
+        'source': 'kafka-group-coordinator-4.4.0',
     },
     'ConsumerGroupTargetAssignmentMetadataKey': {
         'type': 'coordinator-key',
@@ -4376,7 +4500,7 @@ MESSAGES = {
             ('GroupId', 'string', '0'),
         ),
         'api_key': 6,
-        'source': 'kafka-group-coordinator-4.1.1',
+        'source': 'kafka-group-coordinator-4.4.0',
     },
     'ConsumerGroupTargetAssignmentMetadataValue': {
         'type': 'coordinator-value',
@@ -4384,9 +4508,10 @@ MESSAGES = {
         'flexible': '0+',
         "fields": (
             ('AssignmentEpoch', 'int32', '0+'),
+            ('AssignmentTimestamp', 'int64', '0+', {'tagged': '0+', 'tag': 0, 'default': 0, 'ignorable': True}),
         ),
         'api_key': 6,
-        'source': 'kafka-group-coordinator-4.1.1',
+        'source': 'kafka-group-coordinator-4.4.0',
     },
     'GroupMetadataKey': {
         'type': 'coordinator-key',
@@ -4396,7 +4521,7 @@ MESSAGES = {
             ('group', 'string', '0'),
         ),
         'api_key': 2,
-        'source': 'kafka-group-coordinator-4.1.1',
+        'source': 'kafka-group-coordinator-4.4.0',
     },
     'GroupMetadataValue': {
         'type': 'coordinator-value',
@@ -4423,7 +4548,7 @@ MESSAGES = {
                 ('assignment', 'bytes', '0+'),
             ),
         },
-        'source': 'kafka-group-coordinator-4.1.1',
+        'source': 'kafka-group-coordinator-4.4.0',
     },
     'LegacyOffsetCommitKey': {
         'type': 'coordinator-key',
@@ -4435,7 +4560,7 @@ MESSAGES = {
             ('partition', 'int32', '0'),
         ),
         'api_key': 0,
-        'source': 'kafka-group-coordinator-4.1.1',
+        'source': 'kafka-group-coordinator-4.4.0',
     },
     'LegacyOffsetCommitValue': {
         'type': 'coordinator-value',
@@ -4447,7 +4572,7 @@ MESSAGES = {
             ('commitTimestamp', 'int64', '0'),
         ),
         'api_key': 0,
-        'source': 'kafka-group-coordinator-4.1.1',
+        'source': 'kafka-group-coordinator-4.4.0',
     },
     'OffsetCommitKey': {
         'type': 'coordinator-key',
@@ -4459,7 +4584,7 @@ MESSAGES = {
             ('partition', 'int32', '0'),
         ),
         'api_key': 1,
-        'source': 'kafka-group-coordinator-4.1.1',
+        'source': 'kafka-group-coordinator-4.4.0',
     },
     'OffsetCommitValue': {
         'type': 'coordinator-value',
@@ -4474,7 +4599,7 @@ MESSAGES = {
             ('topicId', 'uuid', '4+', {'tagged': '4+', 'tag': 0, 'ignorable': True}),
         ),
         'api_key': 1,
-        'source': 'kafka-group-coordinator-4.1.1',
+        'source': 'kafka-group-coordinator-4.4.0',
     },
     'ShareGroupCurrentMemberAssignmentKey': {
         'type': 'coordinator-key',
@@ -4485,7 +4610,7 @@ MESSAGES = {
             ('MemberId', 'string', '0'),
         ),
         'api_key': 14,
-        'source': 'kafka-group-coordinator-4.1.1',
+        'source': 'kafka-group-coordinator-4.4.0',
     },
     'ShareGroupCurrentMemberAssignmentValue': {
         'type': 'coordinator-value',
@@ -4504,7 +4629,7 @@ MESSAGES = {
                 ('Partitions', '[]int32', '0+'),
             ),
         },
-        'source': 'kafka-group-coordinator-4.1.1',
+        'source': 'kafka-group-coordinator-4.4.0',
     },
     'ShareGroupMemberMetadataKey': {
         'type': 'coordinator-key',
@@ -4515,7 +4640,7 @@ MESSAGES = {
             ('MemberId', 'string', '0'),
         ),
         'api_key': 10,
-        'source': 'kafka-group-coordinator-4.1.1',
+        'source': 'kafka-group-coordinator-4.4.0',
     },
     'ShareGroupMemberMetadataValue': {
         'type': 'coordinator-value',
@@ -4528,7 +4653,7 @@ MESSAGES = {
             ('SubscribedTopicNames', '[]string', '0+'),
         ),
         'api_key': 10,
-        'source': 'kafka-group-coordinator-4.1.1',
+        'source': 'kafka-group-coordinator-4.4.0',
     },
     'ShareGroupMetadataKey': {
         'type': 'coordinator-key',
@@ -4538,7 +4663,7 @@ MESSAGES = {
             ('GroupId', 'string', '0'),
         ),
         'api_key': 11,
-        'source': 'kafka-group-coordinator-4.1.1',
+        'source': 'kafka-group-coordinator-4.4.0',
     },
     'ShareGroupMetadataValue': {
         'type': 'coordinator-value',
@@ -4549,7 +4674,7 @@ MESSAGES = {
             ('MetadataHash', 'int64', '0+'),
         ),
         'api_key': 11,
-        'source': 'kafka-group-coordinator-4.1.1',
+        'source': 'kafka-group-coordinator-4.4.0',
     },
     'ShareGroupStatePartitionMetadataKey': {
         'type': 'coordinator-key',
@@ -4559,7 +4684,7 @@ MESSAGES = {
             ('GroupId', 'string', '0'),
         ),
         'api_key': 15,
-        'source': 'kafka-group-coordinator-4.1.1',
+        'source': 'kafka-group-coordinator-4.4.0',
     },
     'ShareGroupStatePartitionMetadataValue': {
         'type': 'coordinator-value',
@@ -4582,7 +4707,7 @@ MESSAGES = {
                 ('Partitions', '[]int32', '0+'),
             ),
         },
-        'source': 'kafka-group-coordinator-4.1.1',
+        'source': 'kafka-group-coordinator-4.4.0',
     },
     'ShareGroupTargetAssignmentMemberKey': {
         'type': 'coordinator-key',
@@ -4593,7 +4718,7 @@ MESSAGES = {
             ('MemberId', 'string', '0'),
         ),
         'api_key': 13,
-        'source': 'kafka-group-coordinator-4.1.1',
+        'source': 'kafka-group-coordinator-4.4.0',
     },
     'ShareGroupTargetAssignmentMemberValue': {
         'type': 'coordinator-value',
@@ -4609,7 +4734,7 @@ MESSAGES = {
                 ('Partitions', '[]int32', '0+'),
             ),
         },
-        'source': 'kafka-group-coordinator-4.1.1',
+        'source': 'kafka-group-coordinator-4.4.0',
     },
     'ShareGroupTargetAssignmentMetadataKey': {
         'type': 'coordinator-key',
@@ -4619,7 +4744,7 @@ MESSAGES = {
             ('GroupId', 'string', '0'),
         ),
         'api_key': 12,
-        'source': 'kafka-group-coordinator-4.1.1',
+        'source': 'kafka-group-coordinator-4.4.0',
     },
     'ShareGroupTargetAssignmentMetadataValue': {
         'type': 'coordinator-value',
@@ -4627,9 +4752,10 @@ MESSAGES = {
         'flexible': '0+',
         "fields": (
             ('AssignmentEpoch', 'int32', '0+'),
+            ('AssignmentTimestamp', 'int64', '0+', {'tagged': '0+', 'tag': 0, 'default': 0, 'ignorable': True}),
         ),
         'api_key': 12,
-        'source': 'kafka-group-coordinator-4.1.1',
+        'source': 'kafka-group-coordinator-4.4.0',
     },
     'StreamsGroupCurrentMemberAssignmentKey': {
         'type': 'coordinator-key',
@@ -4640,7 +4766,7 @@ MESSAGES = {
             ('MemberId', 'string', '0'),
         ),
         'api_key': 22,
-        'source': 'kafka-group-coordinator-4.1.1',
+        'source': 'kafka-group-coordinator-4.4.0',
     },
     'StreamsGroupCurrentMemberAssignmentValue': {
         'type': 'coordinator-value',
@@ -4662,9 +4788,10 @@ MESSAGES = {
             'TaskIds': (
                 ('SubtopologyId', 'string', '0+'),
                 ('Partitions', '[]int32', '0+'),
+                ('AssignmentEpochs', '[]int32', '0+', {'nullable': '0+', 'tagged': '0+', 'tag': 0, 'default': None}),
             ),
         },
-        'source': 'kafka-group-coordinator-4.1.1',
+        'source': 'kafka-group-coordinator-4.4.0',
     },
     'StreamsGroupMemberMetadataKey': {
         'type': 'coordinator-key',
@@ -4675,7 +4802,7 @@ MESSAGES = {
             ('MemberId', 'string', '0'),
         ),
         'api_key': 19,
-        'source': 'kafka-group-coordinator-4.1.1',
+        'source': 'kafka-group-coordinator-4.4.0',
     },
     'StreamsGroupMemberMetadataValue': {
         'type': 'coordinator-value',
@@ -4703,7 +4830,7 @@ MESSAGES = {
                 ('Value', 'string', '0+'),
             ),
         },
-        'source': 'kafka-group-coordinator-4.1.1',
+        'source': 'kafka-group-coordinator-4.4.0',
     },
     'StreamsGroupMetadataKey': {
         'type': 'coordinator-key',
@@ -4713,7 +4840,7 @@ MESSAGES = {
             ('GroupId', 'string', '0'),
         ),
         'api_key': 17,
-        'source': 'kafka-group-coordinator-4.1.1',
+        'source': 'kafka-group-coordinator-4.4.0',
     },
     'StreamsGroupMetadataValue': {
         'type': 'coordinator-value',
@@ -4722,9 +4849,19 @@ MESSAGES = {
         "fields": (
             ('Epoch', 'int32', '0+'),
             ('MetadataHash', 'int64', '0+'),
+            ('ValidatedTopologyEpoch', 'int32', '0+', {'tagged': '0+', 'tag': 0, 'default': -1}),
+            ('LastAssignmentConfigs', '[]LastAssignmentConfig', '0+', {'nullable': '0+', 'tagged': '0+', 'tag': 1, 'default': None}),
+            ('StoredDescriptionTopologyEpoch', 'int32', '0+', {'tagged': '0+', 'tag': 2, 'default': -1}),
+            ('FailedDescriptionTopologyEpoch', 'int32', '0+', {'tagged': '0+', 'tag': 3, 'default': -1}),
         ),
         'api_key': 17,
-        'source': 'kafka-group-coordinator-4.1.1',
+        "structs": {
+            'LastAssignmentConfig': (
+                ('Key', 'string', '0+'),
+                ('Value', 'string', '0+'),
+            ),
+        },
+        'source': 'kafka-group-coordinator-4.4.0',
     },
     'StreamsGroupTargetAssignmentMemberKey': {
         'type': 'coordinator-key',
@@ -4735,7 +4872,7 @@ MESSAGES = {
             ('MemberId', 'string', '0'),
         ),
         'api_key': 21,
-        'source': 'kafka-group-coordinator-4.1.1',
+        'source': 'kafka-group-coordinator-4.4.0',
     },
     'StreamsGroupTargetAssignmentMemberValue': {
         'type': 'coordinator-value',
@@ -4753,7 +4890,7 @@ MESSAGES = {
                 ('Partitions', '[]int32', '0+'),
             ),
         },
-        'source': 'kafka-group-coordinator-4.1.1',
+        'source': 'kafka-group-coordinator-4.4.0',
     },
     'StreamsGroupTargetAssignmentMetadataKey': {
         'type': 'coordinator-key',
@@ -4763,7 +4900,7 @@ MESSAGES = {
             ('GroupId', 'string', '0'),
         ),
         'api_key': 20,
-        'source': 'kafka-group-coordinator-4.1.1',
+        'source': 'kafka-group-coordinator-4.4.0',
     },
     'StreamsGroupTargetAssignmentMetadataValue': {
         'type': 'coordinator-value',
@@ -4771,9 +4908,10 @@ MESSAGES = {
         'flexible': '0+',
         "fields": (
             ('AssignmentEpoch', 'int32', '0+'),
+            ('AssignmentTimestamp', 'int64', '0+', {'tagged': '0+', 'tag': 0, 'default': 0, 'ignorable': True}),
         ),
         'api_key': 20,
-        'source': 'kafka-group-coordinator-4.1.1',
+        'source': 'kafka-group-coordinator-4.4.0',
     },
     'StreamsGroupTopologyKey': {
         'type': 'coordinator-key',
@@ -4783,7 +4921,7 @@ MESSAGES = {
             ('GroupId', 'string', '0'),
         ),
         'api_key': 23,
-        'source': 'kafka-group-coordinator-4.1.1',
+        'source': 'kafka-group-coordinator-4.4.0',
     },
     'StreamsGroupTopologyValue': {
         'type': 'coordinator-value',
@@ -4820,7 +4958,7 @@ MESSAGES = {
                 ('TopicConfigs', '[]TopicConfig', '0+'),
             ),
         },
-        'source': 'kafka-group-coordinator-4.1.1',
+        'source': 'kafka-group-coordinator-4.4.0',
     },
     'TransactionLogKey': {
         'type': 'coordinator-key',
@@ -4830,7 +4968,7 @@ MESSAGES = {
             ('TransactionalId', 'string', '0'),
         ),
         'api_key': 0,
-        'source': 'kafka-transaction-coordinator-4.1.1',
+        'source': 'kafka-transaction-coordinator-4.4.0',
     },
     'TransactionLogValue': {
         'type': 'coordinator-value',
@@ -4856,7 +4994,7 @@ MESSAGES = {
                 ('PartitionIds', '[]int32', '0+'),
             ),
         },
-        'source': 'kafka-transaction-coordinator-4.1.1',
+        'source': 'kafka-transaction-coordinator-4.4.0',
     },
     'AbortTransactionRecord': {
         'type': 'metadata',
@@ -4866,7 +5004,7 @@ MESSAGES = {
             ('Reason', 'string', '0+', {'nullable': '0+', 'tagged': '0+', 'tag': 0, 'default': None}),
         ),
         'api_key': 25,
-        'source': 'kafka-metadata-4.1.1',
+        'source': 'kafka-metadata-4.4.0',
     },
     'AccessControlEntryRecord': {
         'type': 'metadata',
@@ -4883,7 +5021,7 @@ MESSAGES = {
             ('PermissionType', 'int8', '0+'),
         ),
         'api_key': 18,
-        'source': 'kafka-metadata-4.1.1',
+        'source': 'kafka-metadata-4.4.0',
     },
     'BeginTransactionRecord': {
         'type': 'metadata',
@@ -4893,11 +5031,11 @@ MESSAGES = {
             ('Name', 'string', '0+', {'nullable': '0+', 'tagged': '0+', 'tag': 0, 'default': None}),
         ),
         'api_key': 23,
-        'source': 'kafka-metadata-4.1.1',
+        'source': 'kafka-metadata-4.4.0',
     },
     'BrokerRegistrationChangeRecord': {
         'type': 'metadata',
-        'valid': '0-2',
+        'valid': '0-3',
         'flexible': '0+',
         "fields": (
             ('BrokerId', 'int32', '0+'),
@@ -4905,9 +5043,10 @@ MESSAGES = {
             ('Fenced', 'int8', '0+', {'tagged': '0+', 'tag': 0}),
             ('InControlledShutdown', 'int8', '1+', {'tagged': '1+', 'tag': 1}),
             ('LogDirs', '[]uuid', '2+', {'tagged': '2+', 'tag': 2}),
+            ('CordonedLogDirs', '[]uuid', '3+', {'nullable': '3+', 'tagged': '3+', 'tag': 3, 'default': None}),
         ),
         'api_key': 17,
-        'source': 'kafka-metadata-4.1.1',
+        'source': 'kafka-metadata-4.4.0',
     },
     'ClearElrRecord': {
         'type': 'metadata',
@@ -4917,7 +5056,7 @@ MESSAGES = {
             ('TopicName', 'string', '0+'),
         ),
         'api_key': 28,
-        'source': 'kafka-metadata-4.1.1',
+        'source': 'kafka-metadata-4.4.0',
     },
     'ClientQuotaRecord': {
         'type': 'metadata',
@@ -4936,7 +5075,7 @@ MESSAGES = {
                 ('EntityName', 'string', '0+', {'nullable': '0+'}),
             ),
         },
-        'source': 'kafka-metadata-4.1.1',
+        'source': 'kafka-metadata-4.4.0',
     },
     'ConfigRecord': {
         'type': 'metadata',
@@ -4949,7 +5088,7 @@ MESSAGES = {
             ('Value', 'string', '0+', {'nullable': '0+'}),
         ),
         'api_key': 4,
-        'source': 'kafka-metadata-4.1.1',
+        'source': 'kafka-metadata-4.4.0',
     },
     'DelegationTokenRecord': {
         'type': 'metadata',
@@ -4965,7 +5104,7 @@ MESSAGES = {
             ('TokenId', 'string', '0+'),
         ),
         'api_key': 10,
-        'source': 'kafka-metadata-4.1.1',
+        'source': 'kafka-metadata-4.4.0',
     },
     'EndTransactionRecord': {
         'type': 'metadata',
@@ -4974,7 +5113,7 @@ MESSAGES = {
         "fields": (
         ),
         'api_key': 24,
-        'source': 'kafka-metadata-4.1.1',
+        'source': 'kafka-metadata-4.4.0',
     },
     'FeatureLevelRecord': {
         'type': 'metadata',
@@ -4985,7 +5124,7 @@ MESSAGES = {
             ('FeatureLevel', 'int16', '0+'),
         ),
         'api_key': 12,
-        'source': 'kafka-metadata-4.1.1',
+        'source': 'kafka-metadata-4.4.0',
     },
     'FenceBrokerRecord': {
         'type': 'metadata',
@@ -4996,7 +5135,7 @@ MESSAGES = {
             ('Epoch', 'int64', '0+'),
         ),
         'api_key': 7,
-        'source': 'kafka-metadata-4.1.1',
+        'source': 'kafka-metadata-4.4.0',
     },
     'NoOpRecord': {
         'type': 'metadata',
@@ -5005,7 +5144,7 @@ MESSAGES = {
         "fields": (
         ),
         'api_key': 20,
-        'source': 'kafka-metadata-4.1.1',
+        'source': 'kafka-metadata-4.4.0',
     },
     'PartitionChangeRecord': {
         'type': 'metadata',
@@ -5025,7 +5164,7 @@ MESSAGES = {
             ('LastKnownElr', '[]int32', '2+', {'nullable': '2+', 'tagged': '2+', 'tag': 7, 'default': None}),
         ),
         'api_key': 5,
-        'source': 'kafka-metadata-4.1.1',
+        'source': 'kafka-metadata-4.4.0',
     },
     'PartitionRecord': {
         'type': 'metadata',
@@ -5047,7 +5186,7 @@ MESSAGES = {
             ('LastKnownElr', '[]int32', '2+', {'nullable': '2+', 'tagged': '2+', 'tag': 2, 'default': None}),
         ),
         'api_key': 3,
-        'source': 'kafka-metadata-4.1.1',
+        'source': 'kafka-metadata-4.4.0',
     },
     'ProducerIdsRecord': {
         'type': 'metadata',
@@ -5059,11 +5198,11 @@ MESSAGES = {
             ('NextProducerId', 'int64', '0+'),
         ),
         'api_key': 15,
-        'source': 'kafka-metadata-4.1.1',
+        'source': 'kafka-metadata-4.4.0',
     },
     'RegisterBrokerRecord': {
         'type': 'metadata',
-        'valid': '0-3',
+        'valid': '0-4',
         'flexible': '0+',
         "fields": (
             ('BrokerId', 'int32', '0+'),
@@ -5076,6 +5215,7 @@ MESSAGES = {
             ('Fenced', 'bool', '0+', {'default': True}),
             ('InControlledShutdown', 'bool', '1+', {'default': False}),
             ('LogDirs', '[]uuid', '3+', {'tagged': '3+', 'tag': 0}),
+            ('CordonedLogDirs', '[]uuid', '4+', {'nullable': '4+', 'tagged': '4+', 'tag': 1, 'default': None}),
         ),
         'api_key': 0,
         "structs": {
@@ -5091,7 +5231,7 @@ MESSAGES = {
                 ('MaxSupportedVersion', 'int16', '0+'),
             ),
         },
-        'source': 'kafka-metadata-4.1.1',
+        'source': 'kafka-metadata-4.4.0',
     },
     'RegisterControllerRecord': {
         'type': 'metadata',
@@ -5118,7 +5258,7 @@ MESSAGES = {
                 ('MaxSupportedVersion', 'int16', '0+'),
             ),
         },
-        'source': 'kafka-metadata-4.1.1',
+        'source': 'kafka-metadata-4.4.0',
     },
     'RemoveAccessControlEntryRecord': {
         'type': 'metadata',
@@ -5128,7 +5268,7 @@ MESSAGES = {
             ('Id', 'uuid', '0+'),
         ),
         'api_key': 19,
-        'source': 'kafka-metadata-4.1.1',
+        'source': 'kafka-metadata-4.4.0',
     },
     'RemoveDelegationTokenRecord': {
         'type': 'metadata',
@@ -5138,7 +5278,7 @@ MESSAGES = {
             ('TokenId', 'string', '0+'),
         ),
         'api_key': 26,
-        'source': 'kafka-metadata-4.1.1',
+        'source': 'kafka-metadata-4.4.0',
     },
     'RemoveTopicRecord': {
         'type': 'metadata',
@@ -5148,7 +5288,7 @@ MESSAGES = {
             ('TopicId', 'uuid', '0+'),
         ),
         'api_key': 9,
-        'source': 'kafka-metadata-4.1.1',
+        'source': 'kafka-metadata-4.4.0',
     },
     'RemoveUserScramCredentialRecord': {
         'type': 'metadata',
@@ -5159,7 +5299,7 @@ MESSAGES = {
             ('Mechanism', 'int8', '0+'),
         ),
         'api_key': 22,
-        'source': 'kafka-metadata-4.1.1',
+        'source': 'kafka-metadata-4.4.0',
     },
     'TopicRecord': {
         'type': 'metadata',
@@ -5170,7 +5310,7 @@ MESSAGES = {
             ('TopicId', 'uuid', '0+'),
         ),
         'api_key': 2,
-        'source': 'kafka-metadata-4.1.1',
+        'source': 'kafka-metadata-4.4.0',
     },
     'UnfenceBrokerRecord': {
         'type': 'metadata',
@@ -5181,7 +5321,7 @@ MESSAGES = {
             ('Epoch', 'int64', '0+'),
         ),
         'api_key': 8,
-        'source': 'kafka-metadata-4.1.1',
+        'source': 'kafka-metadata-4.4.0',
     },
     'UnregisterBrokerRecord': {
         'type': 'metadata',
@@ -5192,7 +5332,17 @@ MESSAGES = {
             ('BrokerEpoch', 'int64', '0+'),
         ),
         'api_key': 1,
-        'source': 'kafka-metadata-4.1.1',
+        'source': 'kafka-metadata-4.4.0',
+    },
+    'UnregisterControllerRecord': {
+        'type': 'metadata',
+        'valid': '0',
+        'flexible': '0+',
+        "fields": (
+            ('ControllerId', 'int32', '0+'),
+        ),
+        'api_key': 29,
+        'source': 'kafka-metadata-4.4.0',
     },
     'UserScramCredentialRecord': {
         'type': 'metadata',
@@ -5207,7 +5357,7 @@ MESSAGES = {
             ('Iterations', 'int32', '0+'),
         ),
         'api_key': 11,
-        'source': 'kafka-metadata-4.1.1',
+        'source': 'kafka-metadata-4.4.0',
     },
     'ZkMigrationStateRecord': {
         'type': 'metadata',
@@ -5217,7 +5367,7 @@ MESSAGES = {
             ('ZkMigrationState', 'int8', '0+'),
         ),
         'api_key': 21,
-        'source': 'kafka-metadata-4.1.1',
+        'source': 'kafka-metadata-4.4.0',
     },
     'QuorumStateData': {
         'type': 'data',
@@ -5237,7 +5387,7 @@ MESSAGES = {
                 ('VoterId', 'int32', '0'),
             ),
         },
-        'source': 'kafka-raft-4.1.1',
+        'source': 'kafka-raft-4.4.0',
     },
     'ShareSnapshotKey': {
         'type': 'coordinator-key',
@@ -5249,7 +5399,7 @@ MESSAGES = {
             ('Partition', 'int32', '0'),
         ),
         'api_key': 0,
-        'source': 'kafka-share-coordinator-4.1.1',
+        'source': 'kafka-share-coordinator-4.4.0',
     },
     'ShareSnapshotValue': {
         'type': 'coordinator-value',
@@ -5260,6 +5410,7 @@ MESSAGES = {
             ('StateEpoch', 'int32', '0+'),
             ('LeaderEpoch', 'int32', '0+'),
             ('StartOffset', 'int64', '0+'),
+            ('DeliveryCompleteCount', 'int32', '0+', {'tagged': '0+', 'tag': 0, 'default': -1}),
             ('CreateTimestamp', 'int64', '0+'),
             ('WriteTimestamp', 'int64', '0+'),
             ('StateBatches', '[]StateBatch', '0+'),
@@ -5273,7 +5424,7 @@ MESSAGES = {
                 ('DeliveryCount', 'int16', '0+'),
             ),
         },
-        'source': 'kafka-share-coordinator-4.1.1',
+        'source': 'kafka-share-coordinator-4.4.0',
     },
     'ShareUpdateKey': {
         'type': 'coordinator-key',
@@ -5285,7 +5436,7 @@ MESSAGES = {
             ('Partition', 'int32', '0'),
         ),
         'api_key': 1,
-        'source': 'kafka-share-coordinator-4.1.1',
+        'source': 'kafka-share-coordinator-4.4.0',
     },
     'ShareUpdateValue': {
         'type': 'coordinator-value',
@@ -5295,6 +5446,7 @@ MESSAGES = {
             ('SnapshotEpoch', 'int32', '0+'),
             ('LeaderEpoch', 'int32', '0+'),
             ('StartOffset', 'int64', '0+'),
+            ('DeliveryCompleteCount', 'int32', '0+', {'tagged': '0+', 'tag': 0, 'default': -1}),
             ('StateBatches', '[]StateBatch', '0+'),
         ),
         'api_key': 1,
@@ -5306,7 +5458,7 @@ MESSAGES = {
                 ('DeliveryCount', 'int16', '0+'),
             ),
         },
-        'source': 'kafka-share-coordinator-4.1.1',
+        'source': 'kafka-share-coordinator-4.4.0',
     },
     'ProducerSnapshot': {
         'type': 'data',
@@ -5328,7 +5480,7 @@ MESSAGES = {
                 ('CurrentTxnFirstOffset', 'int64', '1'),
             ),
         },
-        'source': 'kafka-storage-4.1.1',
+        'source': 'kafka-storage-4.4.0',
     },
     'RemoteLogSegmentMetadataRecord': {
         'type': 'metadata',
@@ -5363,7 +5515,7 @@ MESSAGES = {
                 ('Partition', 'int32', '0+'),
             ),
         },
-        'source': 'kafka-storage-4.1.1',
+        'source': 'kafka-storage-4.4.0',
     },
     'RemoteLogSegmentMetadataSnapshotRecord': {
         'type': 'metadata',
@@ -5389,7 +5541,7 @@ MESSAGES = {
                 ('Offset', 'int64', '0+'),
             ),
         },
-        'source': 'kafka-storage-4.1.1',
+        'source': 'kafka-storage-4.4.0',
     },
     'RemoteLogSegmentMetadataUpdateRecord': {
         'type': 'metadata',
@@ -5414,7 +5566,7 @@ MESSAGES = {
                 ('Partition', 'int32', '0+'),
             ),
         },
-        'source': 'kafka-storage-4.1.1',
+        'source': 'kafka-storage-4.4.0',
     },
     'RemotePartitionDeleteMetadataRecord': {
         'type': 'metadata',
@@ -5434,6 +5586,6 @@ MESSAGES = {
                 ('Partition', 'int32', '0+'),
             ),
         },
-        'source': 'kafka-storage-4.1.1',
+        'source': 'kafka-storage-4.4.0',
     },
 }
