@@ -1,0 +1,268 @@
+"""The controller and replica admin APIs a single node answers: ElectLeaders, partition
+reassignments, DescribeQuorum, Add/RemoveRaftVoter, UnregisterBroker, ListConfigResources and
+AlterReplicaLogDirs. Expected answers are Kafka 4.4.0's for one node (compat-tests/
+test_admin_apis_44.py asks both brokers the same questions)."""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Iterator
+
+import pytest
+
+from odradek.testing import RunningBroker, running_broker
+from odradek.tools.client import BrokerConnection
+from odradek.wire.primitives import Uuid
+from odradek.wire.protocol import request_class
+
+TOPIC = "admin-apis"
+ELECT, ALTER_REASSIGN, LIST_REASSIGN, QUORUM = 43, 45, 46, 55
+ALTER_LOG_DIRS, UNREGISTER, LIST_CONFIG_RESOURCES, ADD_VOTER, REMOVE_VOTER = 34, 64, 74, 80, 81
+NOT_NEEDED = "Leader election not needed for topic partition."
+
+
+@pytest.fixture(scope="module")
+def node() -> Iterator[tuple[RunningBroker, BrokerConnection]]:
+    with running_broker() as running:
+        conn = BrokerConnection(running.host, running.port)
+        try:
+            cls = request_class(19)
+            created = conn.send(19, cls(topics=[cls.CreatableTopic(name=TOPIC, num_partitions=2,
+                                                                   replication_factor=1)], timeout_ms=30000))
+            assert [t.error_code for t in created.topics] == [0]
+            yield running, conn
+        finally:
+            conn.close()
+
+
+def results(response) -> list[tuple[str, list[tuple[int, int, str | None]]]]:
+    return [(t.topic, [(p.partition_id, p.error_code, p.error_message) for p in t.partition_result])
+            for t in response.replica_election_results]
+
+
+@pytest.mark.parametrize("version", [0, 1, 2])
+def test_elect_leaders_is_never_needed(node, version: int) -> None:
+    _, conn = node
+    E = request_class(ELECT)
+    for election_type in ((0, 1) if version >= 1 else (0,)):
+        response = conn.send(ELECT, E(election_type=election_type, timeout_ms=5000, topic_partitions=[
+            E.TopicPartitions(topic=TOPIC, partitions=[0, 1, 5]), E.TopicPartitions(topic="nope", partitions=[0])]),
+            version)
+        assert response.error_code == 0
+        assert results(response) == [
+            (TOPIC, [(0, 84, NOT_NEEDED), (1, 84, NOT_NEEDED), (5, 3, f"No such partition as {TOPIC}-5")]),
+            ("nope", [(0, 3, "No such topic as nope")]),
+        ]
+
+
+def test_elect_leaders_for_every_partition_lists_topics_without_partitions(node) -> None:
+    running, conn = node
+    E = request_class(ELECT)
+    response = conn.send(ELECT, E(election_type=0, timeout_ms=5000, topic_partitions=None), 2)
+    names = sorted(running.broker.metadata.topics)
+    assert TOPIC in names
+    assert sorted(results(response)) == [(name, []) for name in names]
+
+
+def test_elect_leaders_refuses_an_unknown_election_type(node) -> None:
+    _, conn = node
+    E = request_class(ELECT)
+    response = conn.send(ELECT, E(election_type=7, timeout_ms=5000,
+                                  topic_partitions=[E.TopicPartitions(topic=TOPIC, partitions=[0])]), 2)
+    assert response.error_code == 42
+    assert results(response) == [(TOPIC, [(0, 42, "Unknown election type 7")])]
+
+
+def reassign(conn: BrokerConnection, version: int, topics: list[tuple[str, list[tuple[int, list[int] | None]]]],
+             **fields) -> list[tuple[str, list[tuple[int, int, str | None]]]]:
+    A = request_class(ALTER_REASSIGN)
+    response = conn.send(ALTER_REASSIGN, A(timeout_ms=5000, topics=[
+        A.ReassignableTopic(name=name, partitions=[A.ReassignablePartition(partition_index=i, replicas=replicas)
+                                                   for i, replicas in parts]) for name, parts in topics], **fields),
+        version)
+    assert (response.error_code, response.error_message) == (0, None)
+    return [(t.name, [(p.partition_index, p.error_code, p.error_message) for p in t.partitions])
+            for t in response.responses]
+
+
+@pytest.mark.parametrize("version", [0, 1])
+def test_alter_partition_reassignments(node, version: int) -> None:
+    running, conn = node
+    store = running.broker.metadata_store
+    end, epoch = store.log.log_end_offset, running.broker.partition_log(TOPIC, 0).leader_epoch
+    unregistered = "The manual partition assignment includes broker 2, but no such broker is registered."
+    assert reassign(conn, version, [
+        (TOPIC, [(0, [1]), (1, None), (9, [1])]),
+        ("nope", [(0, [1])]),
+    ]) == [
+        (TOPIC, [(0, 0, None), (1, 85, None), (9, 3, f"Unable to find partition {TOPIC}:9.")]),
+        ("nope", [(0, 3, "Unable to find a topic named nope.")]),
+    ]
+    assert reassign(conn, version, [(TOPIC, [(0, [2]), (1, [1, 2, 3])])]) == [
+        (TOPIC, [(0, 39, unregistered), (1, 39, unregistered)])]
+    assert reassign(conn, version, [(TOPIC, [(0, [1, 1]), (1, [])])]) == [(TOPIC, [
+        (0, 39, "The manual partition assignment includes the broker 1 more than once."),
+        (1, 39, "The manual partition assignment includes an empty replica list.")])]
+    # the target is the current assignment: Kafka's controller records nothing, elects nobody
+    assert store.log.log_end_offset == end
+    assert running.broker.partition_log(TOPIC, 0).leader_epoch == epoch
+
+
+def test_alter_partition_reassignments_echoes_the_replication_factor_flag(node) -> None:
+    _, conn = node
+    A = request_class(ALTER_REASSIGN)
+    response = conn.send(ALTER_REASSIGN, A(timeout_ms=5000, allow_replication_factor_change=False, topics=[
+        A.ReassignableTopic(name=TOPIC, partitions=[A.ReassignablePartition(partition_index=0, replicas=[1])])]), 1)
+    assert response.allow_replication_factor_change is False
+    assert response.responses[0].partitions[0].error_code == 0
+
+
+def test_list_partition_reassignments_is_empty(node) -> None:
+    _, conn = node
+    L = request_class(LIST_REASSIGN)
+    for topics in (None, [L.ListPartitionReassignmentsTopics(name=TOPIC, partition_indexes=[0, 7]),
+                          L.ListPartitionReassignmentsTopics(name="nope", partition_indexes=[0])]):
+        response = conn.send(LIST_REASSIGN, L(timeout_ms=5000, topics=topics), 0)
+        assert (response.error_code, response.error_message, response.topics) == (0, None, [])
+
+
+def describe_quorum(conn: BrokerConnection, version: int, topics=None):
+    Q = request_class(QUORUM)
+    if topics is None:
+        topics = [("__cluster_metadata", [0])]
+    return conn.send(QUORUM, Q(topics=[Q.TopicData(topic_name=name, partitions=[
+        Q.PartitionData(partition_index=i) for i in parts]) for name, parts in topics]), version)
+
+
+@pytest.mark.parametrize("version", [0, 1, 2])
+def test_describe_quorum_shows_the_single_voter(node, version: int) -> None:
+    running, conn = node
+    store = running.broker.metadata_store
+    response = describe_quorum(conn, version)
+    assert response.error_code == 0
+    [topic] = response.topics
+    [p] = topic.partitions
+    assert (topic.topic_name, p.partition_index, p.error_code) == ("__cluster_metadata", 0, 0)
+    assert (p.leader_id, p.leader_epoch) == (1, store.epoch)
+    end = store.log.log_end_offset
+    assert p.high_watermark == end
+    [voter] = p.current_voters
+    assert (voter.replica_id, voter.replica_directory_id, voter.log_end_offset) == (1, Uuid.ZERO, end)
+    if version == 0:
+        assert (voter.last_fetch_timestamp, voter.last_caught_up_timestamp) == (-1, -1)
+    else:
+        assert voter.last_fetch_timestamp == voter.last_caught_up_timestamp > 0
+    assert p.observers == []
+    if version >= 2:
+        [n] = response.nodes
+        assert n.node_id == 1
+        assert [(lst.name, lst.host, lst.port) for lst in n.listeners] == [("PLAINTEXT", running.host, running.port)]
+    else:
+        assert response.nodes == []
+
+
+def test_describe_quorum_of_another_partition(node) -> None:
+    _, conn = node
+    for topics in ([("other", [0])], [("__cluster_metadata", [1])], [("__cluster_metadata", [0, 0])]):
+        response = describe_quorum(conn, 2, topics)
+        got = [(t.topic_name, [(p.partition_index, p.error_code, p.error_message) for p in t.partitions])
+               for t in response.topics]
+        assert got == [(name, [(i, 3, "This server does not host this topic-partition.") for i in parts])
+                       for name, parts in topics]
+    assert describe_quorum(conn, 2, []).topics == []
+
+
+def test_raft_voter_changes_are_refused_for_a_static_voter_set(node) -> None:
+    running, conn = node
+    AV, RV = request_class(ADD_VOTER), request_class(REMOVE_VOTER)
+    directory = Uuid(bytes(range(16)))
+    controller = [AV.Listener(name="CONTROLLER", host="127.0.0.1", port=1234)]
+
+    def add(**fields) -> tuple[int, str | None]:
+        r = conn.send(ADD_VOTER, AV(timeout_ms=1000, **{"voter_id": 2, **fields}), 1)
+        return r.error_code, r.error_message
+
+    def remove(**fields) -> tuple[int, str | None]:
+        r = conn.send(REMOVE_VOTER, RV(**fields), 0)
+        return r.error_code, r.error_message
+
+    cluster = running.broker.cluster_id
+    assert add(cluster_id="wrong") == (104, f'The given id "wrong" doesn\'t match the cluster id "{cluster}"')
+    assert add(cluster_id=None) == (42, "Add voter request didn't include a valid voter")
+    assert add(cluster_id=cluster, voter_directory_id=directory) == (
+        42, "Add voter request didn't include the endpoint (Endpoints(endpoints={})) for the default listener "
+            "ListenerName(CONTROLLER)")
+    for voter in (1, 2):
+        assert add(cluster_id=None, voter_id=voter, voter_directory_id=directory, listeners=controller) == (
+            35, "Cluster doesn't support adding voter because the kraft.version feature is 0")
+    assert remove(cluster_id="wrong", voter_id=1)[0] == 104
+    assert remove(cluster_id=None, voter_id=1) == (42, "Remove voter request didn't include a valid voter")
+    assert remove(cluster_id=cluster, voter_id=1, voter_directory_id=directory) == (
+        35, "Cluster doesn't support removing voter because the kraft.version feature is 0")
+
+
+def test_unregister_broker(node) -> None:
+    _, conn = node
+    U = request_class(UNREGISTER)
+    r = conn.send(UNREGISTER, U(broker_id=2), 0)
+    assert (r.error_code, r.error_message) == (102, "Broker ID 2 is not currently registered")
+
+
+def test_list_config_resources(node) -> None:
+    running, conn = node
+    L = request_class(LIST_CONFIG_RESOURCES)
+
+    def listed(version: int, types: list[int]) -> tuple[int, list[tuple[str, int]]]:
+        r = conn.send(LIST_CONFIG_RESOURCES, L(resource_types=types), version)
+        return r.error_code, [(c.resource_name, c.resource_type) for c in r.config_resources]
+
+    topics = [(name, 2) for name in running.broker.metadata.topics]
+    assert listed(0, []) == (0, [])  # v0 was ListClientMetricsResources
+    assert listed(1, []) == (0, [("1", 8), ("1", 4), *topics])
+    assert listed(1, [2]) == (0, topics)
+    assert listed(1, [4, 16, 32]) == (0, [("1", 4)])
+    assert listed(1, [2, 99]) == (35, [])
+
+
+def alter_log_dirs(conn: BrokerConnection, dirs: list[tuple[str, str, list[int]]], version: int = 2) -> dict:
+    A = request_class(ALTER_LOG_DIRS)
+    response = conn.send(ALTER_LOG_DIRS, A(dirs=[
+        A.AlterReplicaLogDir(path=path, topics=[A.AlterReplicaLogDirTopic(name=name, partitions=parts)])
+        for path, name, parts in dirs]), version)
+    return {(t.topic_name, p.partition_index): p.error_code for t in response.results for p in t.partitions}
+
+
+@pytest.mark.parametrize("version", [1, 2])
+def test_alter_replica_log_dirs_in_one_dir(node, version: int) -> None:
+    running, conn = node
+    here = os.path.abspath(running.log_dir)
+    long_topic = "x" * 220
+    assert alter_log_dirs(conn, [
+        (here, TOPIC, [0, 9]),
+        (here, "nope", [0]),
+        ("/nonexistent/dir", TOPIC, [1]),
+        ("relative", "nope2", [3]),  # the dir is checked before the partition
+        (here, long_topic, [0]),  # "<topic>-0.<32 hex>-future" would pass 255 bytes
+    ], version) == {
+        (TOPIC, 0): 0, (TOPIC, 9): 3, ("nope", 0): 3, (TOPIC, 1): 57, ("nope2", 3): 57, (long_topic, 0): 17,
+    }
+    # the path as it is: a trailing slash is another (unknown) dir, as in Kafka
+    assert alter_log_dirs(conn, [(here + "/", TOPIC, [0])]) == {(TOPIC, 0): 57}
+
+
+def test_alter_replica_log_dirs_to_another_dir_is_refused(tmp_path) -> None:
+    dirs = [tmp_path / "a", tmp_path / "b"]
+    with running_broker(log_dir=dirs[0], **{"log.dirs": ",".join(map(str, dirs))}) as running:
+        conn = BrokerConnection(running.host, running.port)
+        try:
+            cls = request_class(19)
+            conn.send(19, cls(topics=[cls.CreatableTopic(name=TOPIC, num_partitions=2, replication_factor=1)],
+                              timeout_ms=30000))
+            where = {i: running.broker.partition_log(TOPIC, i).dir.parent for i in (0, 1)}
+            assert set(where.values()) == set(dirs)  # one partition in each dir
+            other = {i: next(d for d in dirs if d != where[i]) for i in (0, 1)}
+            assert alter_log_dirs(conn, [(str(where[0]), TOPIC, [0]), (str(other[1]), TOPIC, [1])]) == {
+                (TOPIC, 0): 0, (TOPIC, 1): 56}
+            assert running.broker.partition_log(TOPIC, 1).dir.parent == where[1]
+        finally:
+            conn.close()
