@@ -1,6 +1,6 @@
 """Kafka error codes and the wire layer's one typed exception.
 
-The codes (and which are retriable) are the facts of Kafka 4.1's protocol ``Errors`` enum,
+The codes (and which are retriable) are the facts of Kafka 4.4's protocol ``Errors`` enum,
 read from its class file; names are Kafka's own in upper snake case.
 """
 
@@ -168,6 +168,9 @@ class ErrorCode(IntEnum):
     STREAMS_INVALID_TOPOLOGY_EPOCH = 131
     STREAMS_TOPOLOGY_FENCED = 132
     SHARE_SESSION_LIMIT_REACHED = 133
+    GROUP_DELETION_FAILED = 134
+    STREAMS_TOPOLOGY_DESCRIPTION_UPDATE_FAILED = 135
+    CONTROLLER_ID_NOT_REGISTERED = 136
 
     @property
     def retriable(self) -> bool:
