@@ -1,0 +1,140 @@
+"""What the client projects' own test suites found (issue #22), as tests of ours, each checked
+against Apache Kafka 4.4.0 as well:
+
+* franz-go's TestTxnEtl (KIP-848 subtests) and librdkafka's transactional consumers: a member of a
+  consumer-protocol group commits its offsets inside transactions (TxnOffsetCommit v3+ carrying
+  the member id and epoch);
+* librdkafka's test 0011: a batch with some key-less records to a compacted topic (and records
+  with timestamps out of range) fails only those records, named by the broker (KIP-467).
+"""
+
+from __future__ import annotations
+
+import re
+import time
+
+from confluent_kafka import KafkaError, Producer
+from confluent_kafka.admin import AdminClient, NewTopic
+
+ORACLE_VERSION = "4.4.0"
+
+BROKER_OVERRIDES = {"group.initial.rebalance.delay.ms": "0", "group.consumer.min.heartbeat.interval.ms": "500",
+                    "group.consumer.heartbeat.interval.ms": "500"}
+
+
+def _start(broker_factory, kind: str):
+    if kind == "kafka":
+        return broker_factory("kafka", version=ORACLE_VERSION, overrides=BROKER_OVERRIDES)
+    return broker_factory("odradek", overrides=BROKER_OVERRIDES)
+
+
+def _create(bootstrap: str, topic: str, partitions: int, config: dict[str, str] | None = None) -> None:
+    admin = AdminClient({"bootstrap.servers": bootstrap})
+    for fut in admin.create_topics([NewTopic(topic, partitions, 1, config=config or {})]).values():
+        fut.result(30)
+
+
+# ------------------------------------------------------------------ per-record produce errors
+
+
+def _delivery_reports(bootstrap: str, topic: str, records: list[tuple[bytes | None, int]]) -> list[tuple]:
+    """Produce `records` (key, timestamp) as one batch; (index, error name, error text) per record."""
+    producer = Producer({"bootstrap.servers": bootstrap, "linger.ms": 2000, "batch.num.messages": 10_000,
+                         "enable.idempotence": False, "retries": 0, "acks": "all"})
+    # the first send waits for metadata; then every record goes into the same linger window
+    producer.list_topics(topic, timeout=30)
+    reports: dict[int, tuple] = {}
+
+    def report(index: int):
+        def done(err, msg) -> None:
+            reports[index] = (index, None, None) if err is None else (index, err.name(), err.str())
+        return done
+
+    for index, (key, ts) in enumerate(records):
+        producer.produce(topic, key=key, value=f"v{index}".encode(), timestamp=ts, on_delivery=report(index))
+    assert producer.flush(60) == 0
+    return [reports[i] for i in range(len(records))]
+
+
+def _clock_free(text: str | None) -> str | None:
+    """Kafka's timestamp message names the record's timestamp and the broker's window
+    ([now - before, now + after]): both depend on the clock."""
+    if text is None:
+        return None
+    text = re.sub(r"Timestamp -?\d+ of", "Timestamp .. of", text)
+    return re.sub(r"within \[-?\d+, -?\d+\]", "within [..]", text)
+
+
+def _normalised(reports: list[tuple]) -> list[tuple]:
+    return [(i, name, _clock_free(text)) for i, name, text in reports]
+
+
+def _raw_produce(broker, topic: str, records: list[tuple[bytes | None, int]]) -> tuple:
+    """The partition answer of Produce v9 (record_errors and error_message, KIP-467) for one batch of
+    `records`, as it is on the wire; timestamp windows normalised."""
+    from odradek.tools.client import BrokerConnection
+    from odradek.wire.protocol import request_class
+    from odradek.wire.records import SimpleRecord, build_batch
+
+    batch = build_batch([SimpleRecord(f"v{i}".encode(), key, (), ts) for i, (key, ts) in enumerate(records)])
+    P = request_class(0)
+    request = P(transactional_id=None, acks=-1, timeout_ms=10_000, topic_data=[P.TopicProduceData(
+        name=topic, partition_data=[P.PartitionProduceData(index=0, records=batch)])])
+    connection = BrokerConnection(broker.host, broker.port)
+    try:
+        answer = connection.send(0, request, 9).responses[0].partition_responses[0]
+    finally:
+        connection.close()
+    return (answer.error_code, answer.base_offset, answer.log_append_time_ms, answer.log_start_offset,
+            [(e.batch_index, _clock_free(e.batch_index_error_message))
+             for e in answer.record_errors],
+            answer.error_message)
+
+
+def _mixed_batches(broker) -> dict[str, object]:
+    """Delivery reports of the mixed batches, and the raw answers to the same batches."""
+    bootstrap = broker.bootstrap
+    now = int(time.time() * 1000)
+    compacted = "compacted-keys"
+    _create(bootstrap, compacted, 1, {"cleanup.policy": "compact"})
+    bounded = "compacted-times"
+    # both bounds set: Kafka 4.4's default after.max.ms (1 h) need not be Odradek's
+    _create(bootstrap, bounded, 1, {"cleanup.policy": "compact", "message.timestamp.before.max.ms": "3600000",
+                                    "message.timestamp.after.max.ms": "3600000"})
+    keyless = [(None if i % 4 == 1 else f"k{i}".encode(), now) for i in range(12)]
+    day = 24 * 3600 * 1000
+    mixed = [(b"a", now), (b"b", now - day), (None, now), (b"d", now + day), (None, now - day), (b"f", now)]
+    return {"keyless": _delivery_reports(bootstrap, compacted, keyless),
+            "timestamps": _delivery_reports(bootstrap, bounded, mixed),
+            "keyless raw": _raw_produce(broker, compacted, keyless),
+            "timestamps raw": _raw_produce(broker, bounded, mixed),
+            "all fine raw": _raw_produce(broker, compacted, [(b"a", now)]),
+            "all fine reports": _delivery_reports(bootstrap, compacted, [(b"a", now), (b"b", now)])}
+
+
+def test_mixed_batch_to_compacted_topic_fails_only_the_named_records(broker_factory, kafka_broker_factory) -> None:
+    """librdkafka 0011: the broker names the failing records, so only they fail with the broker's
+    error and message; the rest of the batch fails as "invalid different record"; the delivery
+    reports are Kafka 4.4.0's for the same batches."""
+    odradek = _start(broker_factory, "odradek")
+    ours = _mixed_batches(odradek)
+    odradek.stop()
+    kafka = _start(broker_factory, "kafka")
+    theirs = _mixed_batches(kafka)
+    kafka.stop()
+
+    keyless = ours["keyless"]
+    named = [i for i, name, _ in keyless if name == "INVALID_RECORD"]
+    assert named == [1, 5, 9], keyless
+    assert all(name == "_INVALID_DIFFERENT_RECORD" for i, name, _ in keyless if i not in named), keyless
+    # librdkafka gives each named record INVALID_RECORD, whatever the partition's error
+    assert [name for _, name, _ in ours["timestamps"]] == [
+        "_INVALID_DIFFERENT_RECORD", "INVALID_RECORD", "INVALID_RECORD", "INVALID_RECORD",
+        "INVALID_RECORD", "_INVALID_DIFFERENT_RECORD"], ours["timestamps"]
+    key_rule = "Compacted topic cannot accept message without key in topic partition compacted-times-0"
+    assert ours["timestamps raw"][0] == KafkaError.INVALID_TIMESTAMP
+    assert ours["timestamps raw"][4][1] == (2, key_rule)
+    assert ours["all fine reports"] == [(0, None, None), (1, None, None)]
+    for case in ours:
+        assert _normalised(ours[case]) == _normalised(theirs[case]) if "raw" not in case else \
+            ours[case] == theirs[case], (case, ours[case], theirs[case])
