@@ -12,8 +12,10 @@ from __future__ import annotations
 
 import re
 import time
+import uuid
 
-from confluent_kafka import KafkaError, Producer
+import pytest
+from confluent_kafka import Consumer, KafkaError, Producer, TopicPartition
 from confluent_kafka.admin import AdminClient, NewTopic
 
 ORACLE_VERSION = "4.4.0"
@@ -138,3 +140,88 @@ def test_mixed_batch_to_compacted_topic_fails_only_the_named_records(broker_fact
     for case in ours:
         assert _normalised(ours[case]) == _normalised(theirs[case]) if "raw" not in case else \
             ours[case] == theirs[case], (case, ours[case], theirs[case])
+
+
+# ------------------------------------------------------------------ KIP-848 members in transactions
+
+
+def _committed_output(bootstrap: str, topic: str, partitions: int) -> list[str]:
+    """Every value a read_committed consumer finds in `topic`."""
+    consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": f"read-{uuid.uuid4().hex[:6]}",
+                         "enable.auto.commit": False, "isolation.level": "read_committed"})
+    consumer.assign([TopicPartition(topic, p, 0) for p in range(partitions)])
+    out: list[str] = []
+    idle_until = time.monotonic() + 3
+    deadline = time.monotonic() + 60
+    try:
+        while time.monotonic() < min(idle_until, deadline):
+            for m in consumer.consume(500, timeout=0.5):
+                assert m.error() is None, m.error()
+                out.append(m.value().decode())
+                idle_until = time.monotonic() + 3
+    finally:
+        consumer.close()
+    return out
+
+
+@pytest.mark.parametrize("kind", [pytest.param("kafka", marks=pytest.mark.oracle), "odradek"])
+def test_kip848_member_commits_offsets_in_transactions(broker_factory, kind: str) -> None:
+    """Consume-transform-produce with a consumer-protocol (KIP-848) member: librdkafka commits the
+    member's offsets with TxnOffsetCommit carrying the member id and epoch; every third
+    transaction is aborted and redone. The read_committed output holds each input exactly once
+    and the group's committed offsets are the inputs' ends, on Kafka 4.4.0 as on Odradek."""
+    broker = _start(broker_factory, kind)
+    bootstrap = broker.bootstrap
+    src, dst, partitions, n = "eos848-in", "eos848-out", 3, 600
+    _create(bootstrap, src, partitions)
+    _create(bootstrap, dst, partitions)
+    feeder = Producer({"bootstrap.servers": bootstrap})
+    for i in range(n):
+        feeder.produce(src, key=str(i).encode(), value=str(i).encode())
+    assert feeder.flush(30) == 0
+
+    group = "eos848-group"
+    consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": group, "group.protocol": "consumer",
+                         "auto.offset.reset": "earliest", "enable.auto.commit": False,
+                         "isolation.level": "read_committed"})
+    producer = Producer({"bootstrap.servers": bootstrap, "transactional.id": "eos848-txn"})
+    producer.init_transactions(30)
+    consumer.subscribe([src])
+    done = aborted = transactions = idle = 0
+    try:
+        while done < n and idle < 20:
+            msgs = [m for m in consumer.consume(50, timeout=1.0) if m.error() is None]
+            if not msgs:
+                idle += 1
+                continue
+            idle = 0
+            transactions += 1
+            producer.begin_transaction()
+            for m in msgs:
+                producer.produce(dst, key=m.key(), value=b"out-" + m.value())
+            metadata = consumer.consumer_group_metadata()
+            producer.send_offsets_to_transaction(consumer.position(consumer.assignment()), metadata, 30)
+            if transactions % 3 == 0:
+                producer.abort_transaction(30)
+                aborted += 1
+                # rewind to the committed offsets, as an exactly-once application does after an abort
+                for tp in consumer.committed(consumer.assignment(), timeout=10):
+                    consumer.seek(TopicPartition(tp.topic, tp.partition, max(tp.offset, 0)))
+                continue
+            producer.commit_transaction(30)
+            done += len(msgs)
+        committed = {tp.partition: tp.offset
+                     for tp in consumer.committed([TopicPartition(src, p) for p in range(partitions)], timeout=10)}
+    finally:
+        consumer.close()
+    assert aborted > 0 and done == n
+    assert committed == _ends(bootstrap, src, partitions)
+    assert sorted(_committed_output(bootstrap, dst, partitions)) == sorted(f"out-{i}" for i in range(n))
+
+
+def _ends(bootstrap: str, topic: str, partitions: int) -> dict[int, int]:
+    consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": f"ends-{uuid.uuid4().hex[:6]}"})
+    try:
+        return {p: consumer.get_watermark_offsets(TopicPartition(topic, p), timeout=10)[1] for p in range(partitions)}
+    finally:
+        consumer.close()
