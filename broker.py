@@ -55,17 +55,19 @@ class Broker:
 
     async def startup(self) -> None:
         """Format the storage if needed, load (and recover) every log, replay the metadata."""
+        # Read and validate everything first: a refused start must leave every byte of the dirs
+        # as it was (no formatting, no -stray renames, no clean-shutdown marker removed).
+        plan = await trio.to_thread.run_sync(storage.check_startup, self.config)
         storage.ensure_formatted(self.config)
         self.cluster_id = storage.read_cluster_id(self.config)
         self.default_log_config = storage.default_log_config(self.config)
         metadata_store = storage.open_metadata_store(self.config, now_ms)
-        # refuse unservable metadata before loading touches the dirs (clean-shutdown markers)
-        image = await trio.to_thread.run_sync(metadata_store.precheck)
-        storage.mark_stray_partition_dirs(self.config, image)
         # topic configs for the logs being loaded (segment.bytes, index settings, ...) before
         # ClusterMetadata exists
-        self._boot_image = image
+        self._boot_image = plan.metadata.image
         self.log_manager = storage.open_log_manager(self.config, self.topic_log_config_by_name)
+        await trio.to_thread.run_sync(self.log_manager.lock_dirs)
+        storage.mark_stray_partition_dirs(plan)
         await trio.to_thread.run_sync(self.log_manager.startup)
         self._metadata_lock = storage.lock_metadata_dir(self.config)
         self.metadata_store = metadata_store

@@ -185,6 +185,12 @@ BROKER_CONFIGS: dict[str, ConfigKey] = _keys(
     _k("transaction.state.log.segment.bytes", _long, 104857600, "segment.bytes of __transaction_state."),
     _k("transaction.max.timeout.ms", _long, 900000, "Largest transaction timeout a producer may ask for."),
     _k("cluster.id", _str, None, "Cluster id used when the storage is formatted on first start."),
+    _k("odradek.startup.adopt.partition.dirs", _bool, False,
+       "Start on log dirs that hold partition dirs but no metadata log (Odradek before the metadata log "
+       "existed, or a dir assembled by hand): adopt them as topics. Without it such a start is refused."),
+    _k("odradek.startup.allow.all.stray", _bool, False,
+       "Start even when the metadata log names none of the partition dirs, renaming every one of them "
+       "to -stray. Without it such a start is refused: it usually means a wrong or mixed-up dir."),
     _k("odradek.record.validation", _str, "crc",
        "crc: check each produced batch's CRC-32C and header and pass it through undecoded (fast); "
        "full: also decode every record as Kafka's LogValidator does. Compacted topics are always decoded."),

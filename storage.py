@@ -14,6 +14,7 @@ import logging
 import os
 import time
 from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
 from pathlib import Path
 
 from .cluster_metadata import random_uuid
@@ -24,6 +25,7 @@ from .kraft.image import MetadataImage
 from .kraft.log import METADATA_PARTITION_DIR, METADATA_TOPIC, metadata_log_dir_of
 from .kraft.snapshot import list_snapshots
 from .kraft.store import MetadataStore
+from .kraft.validation import ValidatedMetadata
 from .logstore.config import LogConfig
 from .logstore.files import (
     is_delete_dir,
@@ -89,11 +91,11 @@ def format_storage(config: BrokerConfig, cluster_id: str | None = None,
         raise StorageError(f"Log dirs are formatted for cluster {known.pop()}, not {cluster_id}")
     cluster = cluster_id or (known.pop() if known else None) or config.get("cluster.id") or random_uuid().to_base64()
     for directory, meta in existing.items():
+        # every dir is checked before any is written
+        if meta is not None and meta.node_id != config.node_id:
+            raise StorageError(f"Stored node id {meta.node_id} in {directory} doesn't match node.id {config.node_id}")
+    for directory, meta in existing.items():
         if meta is not None:
-            if meta.node_id != config.node_id:
-                raise StorageError(
-                    f"Stored node id {meta.node_id} in {directory} doesn't match node.id {config.node_id}"
-                )
             continue
         directory.mkdir(parents=True, exist_ok=True)
         MetaProperties(cluster, config.node_id, random_uuid().to_base64()).write(directory)
@@ -142,17 +144,73 @@ def open_metadata_store(config: BrokerConfig, now_ms: Callable[[], int] | None =
     return store
 
 
-def mark_stray_partition_dirs(config: BrokerConfig, image: MetadataImage) -> list[Path]:
-    """Rename partition dirs the metadata does not know to `<topic>-<p>.<uuid>-stray`, as Kafka (3.7+) does.
+@dataclass
+class StartupPlan:
+    """What start-up found in the dirs before changing anything (see `check_startup`)."""
 
-    Only when the metadata log holds a cluster's metadata (it has a metadata.version): then a
-    partition dir outside it belongs to a deleted topic (or an older topic of the same name) and
-    must not be served. Dirs of a log dir that never had a metadata log (Odradek before the
-    metadata log existed) are adopted instead (see ClusterMetadata.load). Returns the new paths.
+    metadata: ValidatedMetadata
+    #: (partition dir, its `-stray` name) for each dir the metadata does not name
+    strays: list[tuple[Path, Path]] = field(default_factory=list)
+
+
+def check_startup(config: BrokerConfig) -> StartupPlan:
+    """Read and validate everything start-up needs, changing nothing: every dir's meta.properties,
+    the whole metadata log and its newest snapshot, and which partition dirs the metadata names.
+
+    Raises StorageError or UnservableMetadataError (one line saying what and where) for a dir
+    Odradek must not start on, so that a refused start leaves every byte as it was.
     """
-    if "metadata.version" not in image.features:
-        return []
-    moved: list[Path] = []
+    check_storage_dirs(config)
+    probe = MetadataStore(metadata_log_dir(config), config.node_id, {}, lambda: 0)
+    checked = probe.precheck()
+    partition_dirs = _partition_dirs(config)
+    if checked.empty:
+        if partition_dirs and not config.get("odradek.startup.adopt.partition.dirs"):
+            raise StorageError(
+                f"{len(partition_dirs)} partition dirs (e.g. {partition_dirs[0]}) but no metadata log in "
+                f"{metadata_log_dir(config) / METADATA_PARTITION_DIR}: without it Odradek cannot tell which topics "
+                "they belong to. Point metadata.log.dir at the dir that holds __cluster_metadata-0, or set "
+                "odradek.startup.adopt.partition.dirs=true to adopt them as topics. Nothing was changed.")
+        return StartupPlan(checked)
+    strays = _stray_partition_dirs(partition_dirs, checked.image)
+    if strays and len(strays) == len(partition_dirs) and not config.get("odradek.startup.allow.all.stray"):
+        raise StorageError(
+            f"The metadata log in {metadata_log_dir(config)} names none of the {len(partition_dirs)} partition dirs "
+            f"(e.g. {partition_dirs[0]}): the dirs look mixed up (another cluster's metadata log, a wrong "
+            "metadata.log.dir or log.dirs). Nothing was changed. Set odradek.startup.allow.all.stray=true to start "
+            "anyway and rename all of them to -stray, as Kafka does with partitions it no longer hosts.")
+    return StartupPlan(checked, strays)
+
+
+def check_storage_dirs(config: BrokerConfig) -> None:
+    """Refuse dirs of another node or cluster, unreadable meta.properties, and non-empty dirs that
+    were never formatted (a wrong path), before anything is written to any of them."""
+    clusters: dict[str, Path] = {}
+    for directory in all_storage_dirs(config):
+        try:
+            meta = _read_meta(directory)
+        except (OSError, ValueError, UnicodeDecodeError) as e:
+            raise StorageError(f"{directory / 'meta.properties'} cannot be read ({e}). Nothing was changed.") from None
+        if meta is None:
+            if directory.is_dir() and any(p.name != ".lock" for p in directory.iterdir()):
+                raise StorageError(
+                    f"{directory} is not empty but has no meta.properties: it is not a formatted Kafka log dir "
+                    "(a wrong path, or a dir copied without it). Odradek formats only new, empty dirs; format it "
+                    "with `odradek storage format` if it is meant to be one. Nothing was changed.")
+            continue
+        if meta.node_id != config.node_id:
+            raise StorageError(f"Stored node id {meta.node_id} in {directory / 'meta.properties'} doesn't match "
+                               f"node.id {config.node_id}: the dir belongs to another node. Nothing was changed.")
+        clusters.setdefault(meta.cluster_id, directory)
+    if len(clusters) > 1:
+        named = ", ".join(f"{d} has {c}" for c, d in clusters.items())
+        raise StorageError(f"Log dirs belong to different clusters ({named}). Nothing was changed.")
+
+
+def _partition_dirs(config: BrokerConfig) -> list[Path]:
+    """Every `<topic>-<partition>` dir of the log dirs (not deleted, stray or future ones, not the
+    metadata log)."""
+    found: list[Path] = []
     for log_dir in config.log_dirs:
         if not log_dir.is_dir():
             continue
@@ -161,22 +219,40 @@ def mark_stray_partition_dirs(config: BrokerConfig, image: MetadataImage) -> lis
             if not sub.is_dir() or is_delete_dir(name) or is_stray_dir(name) or is_future_dir(name):
                 continue
             tp = parse_partition_dir_name(name)
-            if tp is None or tp[0] == METADATA_TOPIC:
-                continue
-            topic = image.topic(tp[0])
-            known = topic is not None and tp[1] in topic.partitions
-            if known and topic is not None and (sub / "partition.metadata").exists():
-                try:
-                    known = PartitionMetadataFile(sub).read() == topic.topic_id.bytes
-                except (ValueError, KeyError, OSError):
-                    pass
-            if known:
-                continue
-            target = log_dir / stray_dir_name(tp[0], tp[1])
-            os.rename(sub, target)
-            log.warning("Partition dir %s is not in the metadata (deleted or replaced topic); renamed to %s",
-                        sub, target.name)
-            moved.append(target)
+            if tp is not None and tp[0] != METADATA_TOPIC:
+                found.append(sub)
+    return found
+
+
+def _stray_partition_dirs(partition_dirs: list[Path], image: MetadataImage) -> list[tuple[Path, Path]]:
+    """The partition dirs a complete metadata image does not name (Kafka's findStrayReplicas: the
+    topic id is unknown, or the partition does not exist), with the `-stray` names they get."""
+    out: list[tuple[Path, Path]] = []
+    for sub in partition_dirs:
+        tp = parse_partition_dir_name(sub.name)
+        assert tp is not None
+        topic = image.topic(tp[0])
+        known = topic is not None and tp[1] in topic.partitions
+        if known and topic is not None and (sub / "partition.metadata").exists():
+            try:
+                known = PartitionMetadataFile(sub).read() == topic.topic_id.bytes
+            except (ValueError, KeyError, OSError):
+                pass
+        if not known:
+            out.append((sub, sub.parent / stray_dir_name(tp[0], tp[1])))
+    return out
+
+
+def mark_stray_partition_dirs(plan: StartupPlan) -> list[Path]:
+    """Rename the partition dirs `check_startup` found stray to `<topic>-<p>.<uuid>-stray`, as
+    Kafka (3.7+) does: a partition of a deleted (or replaced) topic must not be served, and its
+    data stays on disk for the operator. Call with the log dirs locked. Returns the new paths."""
+    moved: list[Path] = []
+    for sub, target in plan.strays:
+        os.rename(sub, target)
+        log.warning("Partition dir %s is not in the metadata (deleted or replaced topic); renamed to %s",
+                    sub, target.name)
+        moved.append(target)
     return moved
 
 

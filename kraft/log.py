@@ -250,32 +250,6 @@ def _is_noop(value: Any) -> bool:
     return len(value) >= 3 and value[0] == FRAME_VERSION and value[1] == _NOOP_API_KEY
 
 
-def scan_records_read_only(metadata_log_dir: Path) -> Iterator[MetadataRecord]:
-    """The committed-looking records of a metadata log, read from its files without opening (or
-    recovering) it: the newest snapshot, then the segment batches after it, stopping at the first
-    unreadable batch. For checks that must run before the log dirs are locked and loaded."""
-    path = Path(metadata_log_dir) / METADATA_PARTITION_DIR
-    if not path.is_dir():
-        return
-    snaps = list_snapshots(path)
-    start = 0
-    if snaps:
-        start = snaps[-1].end_offset
-        yield from read_snapshot(path / snaps[-1].file_name)
-    for seg in sorted(path.glob("*.log")):
-        try:
-            for batch in _file_batches(seg):
-                h = batch.header()
-                if h.attributes & 0x20 or h.base_offset + h.last_offset_delta < start:
-                    continue
-                for rec in batch.records():
-                    if rec.offset >= start and rec.value is not None and not _is_noop(rec.value):
-                        yield decode_metadata_record(rec.value)
-        except Exception as e:  # noqa: BLE001 - a torn tail ends the scan, as recovery would
-            log.debug("Stopped scanning %s: %s", seg, e)
-            return
-
-
 def metadata_log_dir_of(log_dirs: Sequence[Path], metadata_log_dir: Path | None) -> Path:
     """`metadata.log.dir`, defaulting to the first log dir (KafkaConfig.metadataLogDir)."""
     return Path(metadata_log_dir) if metadata_log_dir else Path(log_dirs[0])

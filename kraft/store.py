@@ -17,6 +17,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, Generic, TypeVar
 
 from ..wire.primitives import Uuid
+from .errors import UnservableMetadataError
 from .features import (
     METADATA_VERSION_4_1,
     MV_4_0_IV1,
@@ -26,10 +27,11 @@ from .features import (
     supports_metadata_transactions,
 )
 from .image import RESOURCE_TOPIC, MetadataImage, PartitionState
-from .log import METADATA_PARTITION_DIR, MetadataLog, metadata_batch, scan_records_read_only
+from .log import METADATA_PARTITION_DIR, MetadataLog, metadata_batch
 from .quorum_state import QuorumState
 from .records import encode_metadata_record, new_record, warm_metadata_codecs
-from .snapshot import BOOTSTRAP_FILE, SnapshotId, list_snapshots, read_snapshot, read_snapshot_voters
+from .snapshot import BOOTSTRAP_FILE, SnapshotId, read_snapshot, read_snapshot_voters
+from .validation import ValidatedMetadata, validate_metadata_dir
 
 if TYPE_CHECKING:
     from ..cluster_metadata import Topic
@@ -87,10 +89,6 @@ class BuiltChange:
     batch: bytes | None
 
 
-class UnservableMetadataError(RuntimeError):
-    """The metadata describes something a single Odradek node cannot serve (the message says what)."""
-
-
 class MetadataStore:
     """The broker's `metadata_store`: replay at start-up, then one batch of records per metadata change.
 
@@ -114,20 +112,20 @@ class MetadataStore:
 
     # ------------------------------------------------------------------ start-up
 
-    def precheck(self) -> MetadataImage:
+    def precheck(self) -> ValidatedMetadata:
         """Refuse unservable metadata before anything is locked, loaded or changed on disk.
 
-        Reads the snapshot and segment files without recovering them, so a refused start leaves
-        a Kafka directory exactly as it was (clean-shutdown markers included). Returns the image
-        read this way (for finding stray partition dirs before the logs are loaded).
+        Reads the newest snapshot and every batch after it completely, without opening or
+        recovering the log, and refuses a record type, version, control record or feature level
+        this build does not know, and corruption anywhere but a torn tail; so a refused start
+        leaves a Kafka directory exactly as it was (clean-shutdown markers included). Returns
+        what it read (the image is used to find stray partition dirs before the logs load).
         """
-        image = MetadataImage()
-        image.replay_all(scan_records_read_only(self.metadata_log_dir))
-        image.finish()
+        checked = validate_metadata_dir(self.metadata_log_dir, supported_feature_ranges())
         md_dir = self.metadata_log_dir / METADATA_PARTITION_DIR
-        self._check_voters_in(md_dir, list_snapshots(md_dir)[-1:] or [None])
-        self._check_image(image)
-        return image
+        self._check_voters_in(md_dir, [checked.snapshot])
+        self._check_image(checked.image)
+        return checked
 
     def start(self) -> None:
         """Open and replay the metadata log, check it can be served, then lead a new epoch."""

@@ -101,12 +101,23 @@ class LogManager:
                     seg.config = config
 
     # -- startup --------------------------------------------------------------------------
-    def startup(self) -> None:
-        """Lock every dir, load/recover all partition logs, delete the clean-shutdown markers."""
+    def lock_dirs(self) -> None:
+        """Lock every dir (`.lock`); `LogDirLockedError` if another process holds one. Idempotent."""
         try:
             for d in self.dirs:
-                d.path.mkdir(parents=True, exist_ok=True)
-                d.lock.try_lock()
+                if not d.lock.locked:
+                    d.path.mkdir(parents=True, exist_ok=True)
+                    d.lock.try_lock()
+        except BaseException:
+            for d in self.dirs:
+                d.lock.unlock()
+            raise
+
+    def startup(self) -> None:
+        """Lock every dir (unless `lock_dirs` did), load/recover all partition logs, delete the
+        clean-shutdown markers."""
+        self.lock_dirs()
+        try:
             for d in self.dirs:
                 self._load_dir(d)
         except BaseException:

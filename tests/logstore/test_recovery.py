@@ -121,7 +121,10 @@ def test_recovery_logs_what_was_cut(tmp_path: Path, caplog) -> None:
     lg2.close()
 
 
-def test_missing_and_bad_indexes_are_rebuilt_after_clean_shutdown(tmp_path: Path) -> None:
+def test_missing_indexes_after_clean_shutdown_are_handled_as_kafka_4_handles_them(tmp_path: Path, caplog) -> None:
+    # Kafka 4.x LogLoader: a missing offset index is rebuilt (ERROR after a clean shutdown); a
+    # missing time index is created empty (timeIndexFileNewlyCreated -> resize(0)); the contents
+    # of existing offset/time indexes are not sanity-checked at load
     batches = make_batches([(3, 400, i * 7 % 5) for i in range(30)])
     ref = build(tmp_path / "ref", batches, clean=True)
     want = files_of(ref.dir)
@@ -129,12 +132,21 @@ def test_missing_and_bad_indexes_are_rebuilt_after_clean_shutdown(tmp_path: Path
     shutil.copytree(ref.dir, work)
     names = sorted(n for n in want if n.endswith(".index"))
     (work / names[0]).unlink()  # missing offset index
-    (work / names[1].replace(".index", ".timeindex")).unlink()  # missing time index
+    missing_time = names[1].replace(".index", ".timeindex")
+    (work / missing_time).unlink()
     with open(work / names[-1], "ab") as f:
-        f.write(b"\x01\x02\x03")  # length not a multiple of 8
-    lg = PartitionLog.open(work, LogConfig.from_props(PROPS), had_clean_shutdown=True)
-    lg.close()
-    assert files_of(work) == want
+        f.write(b"\x01\x02\x03")  # length not a multiple of 8: not looked at
+    with caplog.at_level(logging.WARNING):
+        lg = PartitionLog.open(work, LogConfig.from_props(PROPS), had_clean_shutdown=True)
+        lg.close()
+    got = files_of(work)
+    assert got[names[0]] == want[names[0]]
+    assert got[missing_time] == b""
+    assert got[names[-1]][: len(want[names[-1]])] == want[names[-1]]
+    assert not [r for r in caplog.records if "corrupted index" in r.getMessage()]
+    assert any("Could not find index file" in r.getMessage() and r.levelno == logging.ERROR for r in caplog.records)
+    assert {k: v for k, v in got.items() if k not in (missing_time, names[-1])} == {
+        k: v for k, v in want.items() if k not in (missing_time, names[-1])}
 
 
 def test_leftover_temp_files(tmp_path: Path) -> None:
@@ -169,10 +181,11 @@ def test_clean_load_does_not_touch_rolled_segments_and_recovery_point(tmp_path: 
     lg3.close()
 
 
-def test_a_crashed_active_segment_is_recovered_with_a_warning_not_an_error(tmp_path: Path, caplog) -> None:
-    # after kill -9 the active segment's indexes are still preallocated and zero-filled: Kafka's
-    # sanity check calls that corrupt, logs WARN and rebuilds; a missing index of a segment above
-    # the recovery point is rebuilt silently (ERROR only after a clean shutdown)
+def test_a_crashed_active_segment_is_recovered_without_a_warning(tmp_path: Path, caplog) -> None:
+    # after kill -9 the active segment's indexes are still preallocated and zero-filled; Kafka 4.x
+    # does not sanity-check their contents at load (recovery rebuilds them anyway), so it logs no
+    # "corrupted index" WARNING; a missing index of a segment above the recovery point is rebuilt
+    # silently (ERROR only after a clean shutdown)
     batches = make_batches([(2, 300, i) for i in range(40)])
     lg = build(tmp_path / "t-0", batches, clean=False)
     active = lg.segments[-1]
@@ -181,7 +194,6 @@ def test_a_crashed_active_segment_is_recovered_with_a_warning_not_an_error(tmp_p
     with caplog.at_level(logging.INFO):
         lg2 = PartitionLog.open(tmp_path / "t-0", LogConfig.from_props(PROPS), had_clean_shutdown=False)
     assert lg2.log_end_offset == 80
+    assert lg2.fetch_offset_by_timestamp(39) is not None
     lg2.close()
-    assert [r for r in caplog.records if r.levelno >= logging.ERROR] == []
-    warned = [r.getMessage() for r in caplog.records if r.levelno == logging.WARNING]
-    assert any("corrupted index" in m and active.log_path.name in m for m in warned), warned
+    assert [r for r in caplog.records if r.levelno >= logging.WARNING] == []
