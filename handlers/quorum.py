@@ -60,11 +60,17 @@ def _voter_directory_id(store: Any, version: int) -> Uuid:
 
 
 def controller_endpoint(ctx: RequestContext) -> tuple[str, str, int]:
-    """(listener name, host, port) voters are reached on: a listener named in
-    controller.listener.names if this node has one, else the request's own (Odradek serves the
-    controller APIs on every listener)."""
+    """(listener name, host, port) this voter is reached on: its `controller.quorum.voters` entry
+    (a static voter set, as Kafka builds it, under the first controller listener name), else a
+    listener named in controller.listener.names, else the request's own listener (Odradek
+    serves the controller APIs on every listener)."""
     broker = ctx.broker
     names = broker.config.get("controller.listener.names") or []
+    for voter in broker.config.get("controller.quorum.voters") or []:
+        node, _, address = voter.partition("@")
+        host, _, port = address.rpartition(":")
+        if node.strip() == str(broker.node_id) and port.isdigit():
+            return (names[0] if names else DEFAULT_CONTROLLER_LISTENER), host.strip("[]"), int(port)
     by_name = {lst.name: lst for lst in broker.config.advertised_listeners}
     for name in names:
         if name in by_name:

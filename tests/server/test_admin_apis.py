@@ -266,3 +266,32 @@ def test_alter_replica_log_dirs_to_another_dir_is_refused(tmp_path) -> None:
             assert running.broker.partition_log(TOPIC, 1).dir.parent == where[1]
         finally:
             conn.close()
+
+
+def test_deleting_broker_throttles_is_a_no_op(node) -> None:
+    # kafka-reassign-partitions.sh --verify/--cancel clears these on every broker
+    _, conn = node
+    IAC = request_class(44)
+
+    def alter(op: int, value: str | None) -> tuple[int, str | None]:
+        r = conn.send(44, IAC(resources=[IAC.AlterConfigsResource(resource_type=4, resource_name="1", configs=[
+            IAC.AlterableConfig(name=name, config_operation=op, value=value)
+            for name in ("leader.replication.throttled.rate", "follower.replication.throttled.rate",
+                         "replica.alter.log.dirs.io.max.bytes.per.second")])], validate_only=False), 1)
+        [result] = r.responses
+        return result.error_code, result.error_message
+
+    assert alter(1, None) == (0, None)  # DELETE
+    assert alter(0, "1000")[0] == 42  # SET: dynamic broker configs stay unsupported
+
+
+def test_describe_quorum_names_the_static_voter_endpoint() -> None:
+    # Kafka's static voter set comes from controller.quorum.voters, under the first controller listener name
+    with running_broker(**{"controller.quorum.voters": "1@127.0.0.1:19093",
+                           "controller.listener.names": "CONTROLLER"}) as running:
+        conn = BrokerConnection(running.host, running.port)
+        try:
+            [n] = describe_quorum(conn, 2).nodes
+        finally:
+            conn.close()
+    assert (n.node_id, [(lst.name, lst.host, lst.port) for lst in n.listeners]) == (1, [("CONTROLLER", "127.0.0.1", 19093)])
