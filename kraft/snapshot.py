@@ -77,11 +77,13 @@ def _control_batch(offset: int, epoch: int, timestamp: int, items: Sequence[tupl
 
 def build_snapshot(records: Iterable[tuple[str, Any]], *, epoch: int, timestamp: int,
                    last_contained_log_timestamp: int = 0,
-                   header_extra: Sequence[tuple[int, Any]] = (), data_timestamp: int | None = None) -> bytes:
+                   header_extra: Sequence[tuple[int, Any]] = (), data_timestamp: int | None = None,
+                   footer_timestamp: int | None = None) -> bytes:
     """The bytes of a snapshot file holding `records` ((name, message) pairs) in Kafka's layout.
 
-    `timestamp` is the header batch's; data and footer batches get `data_timestamp` (default the
-    same): Kafka takes the clock again after the header is written.
+    `timestamp` is the header batch's; data batches get `data_timestamp` and the footer
+    `footer_timestamp` (each defaulting to the one before): Kafka takes the clock again for
+    each batch it writes.
     """
     header = new_record("SnapshotHeaderRecord", version=0, last_contained_log_timestamp=last_contained_log_timestamp)
     out = bytearray(_control_batch(0, epoch, timestamp,
@@ -103,6 +105,7 @@ def build_snapshot(records: Iterable[tuple[str, Any]], *, epoch: int, timestamp:
             flush()
     flush()
     footer = new_record("SnapshotFooterRecord", version=0)
+    timestamp = timestamp if footer_timestamp is None else footer_timestamp
     out.extend(_control_batch(offset, epoch, timestamp, [(int(ControlRecordType.SNAPSHOT_FOOTER), footer)]))
     return bytes(out)
 

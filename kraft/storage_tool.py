@@ -1,11 +1,13 @@
 """`odradek storage format | info | random-uuid`: Odradek's kafka-storage.sh.
 
 `format -t <cluster id> -c <server.properties> [--override k=v] [--ignore-formatted]
-[--release-version 4.1] [--feature name=level] [--add-scram 'SCRAM-SHA-256=[name=alice,password=...]']`
-writes meta.properties into every log dir and bootstrap.checkpoint into the metadata log dir,
-exactly as Kafka 4.1's tool does, so either broker can start on the result. `--add-scram`
-(repeatable) adds a UserScramCredentialRecord after the feature levels of bootstrap.checkpoint;
-the broker copies it into the metadata log on its first start.
+[--release-version 4.4] [--feature name=level] [--add-scram 'SCRAM-SHA-256=[name=alice,password=...]']`
+writes meta.properties into every log dir and the bootstrap snapshot
+`__cluster_metadata-0/00000000000000000000-0000000000.checkpoint` into the metadata log dir,
+exactly as Kafka 4.4's tool does, so either broker can start on the result. The feature levels
+are Kafka 4.4's defaults for the release's metadata.version (4.4-IV2 without --release-version),
+each --feature overriding one. `--add-scram` (repeatable) adds a UserScramCredentialRecord after
+the feature levels; the broker copies it into the metadata log on its first start.
 """
 
 from __future__ import annotations
@@ -15,10 +17,9 @@ import sys
 from typing import Any
 
 from ..security.scram import MECHANISM_TYPES, ScramFormatError, parse_scram_argument
-from .bootstrap import write_bootstrap
-from .features import RELEASE_METADATA_VERSIONS, default_feature_levels, metadata_version_name
+from .bootstrap import bootstrap_snapshot_path, write_bootstrap
+from .features import RELEASE_METADATA_VERSIONS, FeatureLevelError, bootstrap_levels, metadata_version_name
 from .records import new_record
-from .snapshot import BOOTSTRAP_FILE
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -33,7 +34,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     fmt.add_argument("-g", "--ignore-formatted", action="store_true",
                      help="skip dirs that are already formatted instead of failing")
     fmt.add_argument("-r", "--release-version", default=None,
-                     help=f"release whose metadata.version to use ({', '.join(RELEASE_METADATA_VERSIONS)})")
+                     help="release whose metadata.version (and default feature levels) to use, e.g. 4.4 or "
+                          f"4.4-IV2 ({', '.join(r for r in RELEASE_METADATA_VERSIONS if '-' not in r)}, or a level name)")
     fmt.add_argument("-f", "--feature", action="append", metavar="name=level", help="a feature level (repeatable)")
     fmt.add_argument("-S", "--add-scram", action="append", metavar="MECHANISM=[name=...,password=...]",
                      help="a SCRAM credential for the bootstrap metadata, e.g. "
@@ -59,31 +61,31 @@ def main(args: argparse.Namespace) -> int:
     if args.storage_command == "info":
         print(storage_info(config))
         return 0
-    levels = default_feature_levels()
-    if args.release_version is not None:
-        if args.release_version not in RELEASE_METADATA_VERSIONS:
-            print(f"odradek storage: unsupported release version {args.release_version}", file=sys.stderr)
-            return 1
-        levels["metadata.version"] = RELEASE_METADATA_VERSIONS[args.release_version]
+    features: dict[str, int] = {}
     for item in args.feature or []:
         name, sep, level = item.partition("=")
         if not sep or not level.strip().isdigit():
             print(f"odradek storage: --feature {item!r} is not name=level", file=sys.stderr)
             return 1
-        levels[name.strip()] = int(level)
+        features[name.strip()] = int(level)
+    try:
+        levels = bootstrap_levels(args.release_version, features)
+    except FeatureLevelError as exc:
+        print(f"odradek storage: {exc}", file=sys.stderr)
+        return 1
     try:
         scram_records = scram_bootstrap_records(args.add_scram or [])
     except ScramFormatError as exc:
         print(f"odradek storage: {exc}", file=sys.stderr)
         return 1
     meta_dir = metadata_log_dir(config)
-    had_bootstrap = (meta_dir / BOOTSTRAP_FILE).exists()
+    had_bootstrap = bootstrap_snapshot_path(meta_dir).exists()
     try:
         format_storage(config, args.cluster_id, levels, ignore_formatted=args.ignore_formatted)
     except StorageError as exc:
         print(f"odradek storage: {exc}", file=sys.stderr)
         return 1
-    if scram_records and not had_bootstrap and (meta_dir / BOOTSTRAP_FILE).exists():
+    if scram_records and not had_bootstrap and bootstrap_snapshot_path(meta_dir).exists():
         # this run wrote the bootstrap metadata: the credentials go in with the feature levels
         write_bootstrap(meta_dir, levels, extra_records=scram_records)
     print(f"Formatting metadata directory {metadata_log_dir(config)} with metadata.version "

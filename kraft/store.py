@@ -462,15 +462,13 @@ class MetadataStore:
 
 
 def supported_feature_ranges() -> dict[str, tuple[int, int]]:
-    """The feature ranges a Kafka 4.1 broker registers with (from the 4.1 fixture's RegisterBrokerRecord)."""
-    return {
-        "group.version": (0, 1),
-        "transaction.version": (0, 2),
-        "eligible.leader.replicas.version": (0, 1),
-        "kraft.version": (0, 1),
-        "metadata.version": (7, 27),
-        "share.version": (0, 1),
-    }
+    """The feature ranges a Kafka 4.4 broker registers with, in the order of its RegisterBrokerRecord."""
+    from .features import supported_feature_ranges as kafka_ranges  # (only this function is ours to edit)
+
+    ranges = kafka_ranges()
+    order = ("kraft.version", "group.version", "streams.version", "transaction.version",
+             "eligible.leader.replicas.version", "metadata.version", "share.version")
+    return {name: ranges[name] for name in order}
 
 
 def _random_uuid() -> Uuid:

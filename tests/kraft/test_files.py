@@ -2,14 +2,15 @@
 
 from __future__ import annotations
 
+import stat
 from pathlib import Path
 
 from odradek.config import BrokerConfig
-from odradek.kraft.bootstrap import build_bootstrap, read_bootstrap
+from odradek.kraft.bootstrap import build_bootstrap, build_bootstrap_snapshot, read_bootstrap
 from odradek.kraft.features import default_feature_levels
 from odradek.kraft.log import MetadataLog
 from odradek.kraft.quorum_state import QuorumState
-from odradek.kraft.records import new_record
+from odradek.kraft.records import decode_control_value, new_record
 from odradek.kraft.snapshot import (
     SnapshotId,
     build_snapshot,
@@ -18,32 +19,50 @@ from odradek.kraft.snapshot import (
     read_snapshot,
 )
 from odradek.storage import format_storage
-from odradek.wire.records import iter_batches
+from odradek.wire.records import iter_batches, parse_control_record_key
 
 REAL = Path("/work/shared/fixtures/kafka-real")
 LOG_41 = REAL / "ronem123_rupia-transaction-service@5d88e97/kafka-logs"
 LOG_38 = REAL / "JitenPalaparthi_youtube-kafka-golang-rust@63330ef/kafka-logs"
 
 
+#: `kafka-storage format` of Kafka 4.4.0 with defaults (compat-tests/kafka_oracle.py's StorageTool run).
+FORMAT_44 = Path(__file__).parent / "fixtures/kafka-4.4.0-format/00000000000000000000-0000000000.checkpoint"
+
+
 def test_bootstrap_checkpoint_is_byte_identical_to_kafka_41() -> None:
     real = (LOG_41 / "bootstrap.checkpoint").read_bytes()
     batches = list(iter_batches(real))
     header_ts, data_ts = batches[0].header().base_timestamp, batches[1].header().base_timestamp
-    assert build_bootstrap(default_feature_levels(), header_ts, data_ts) == real
-    assert read_bootstrap(LOG_41) == default_feature_levels()
+    levels_41 = default_feature_levels(27)  # 4.4's defaults at 4.1-IV1 are what 4.1 wrote
+    assert build_bootstrap(levels_41, header_ts, data_ts) == real
+    assert read_bootstrap(LOG_41) == levels_41
+
+
+def test_bootstrap_snapshot_is_byte_identical_to_kafka_44() -> None:
+    real = FORMAT_44.read_bytes()
+    batches = list(iter_batches(real))
+    first = next(batches[0].records())
+    header = decode_control_value(int(parse_control_record_key(first.key)[1]), first.value)
+    times = dict(format_time_ms=header.last_contained_log_timestamp, header_ms=batches[0].header().base_timestamp,
+                 data_ms=batches[1].header().base_timestamp, footer_ms=batches[2].header().base_timestamp)
+    assert build_bootstrap_snapshot(default_feature_levels(), **times) == real
 
 
 def test_formatted_bootstrap_has_kafkas_layout(tmp_path: Path) -> None:
     config = BrokerConfig({"log.dirs": str(tmp_path / "d")})
     cluster = format_storage(config, "q1w2e3r4t5y6u7i8o9p0AA")
     assert cluster == "q1w2e3r4t5y6u7i8o9p0AA"
-    ours = (tmp_path / "d" / "bootstrap.checkpoint").read_bytes()
-    real = (LOG_41 / "bootstrap.checkpoint").read_bytes()
-    assert len(ours) == len(real) == 355
+    snapshot = tmp_path / "d" / "__cluster_metadata-0" / "00000000000000000000-0000000000.checkpoint"
+    assert not (tmp_path / "d" / "bootstrap.checkpoint").exists()
+    assert stat.S_IMODE(snapshot.stat().st_mode) == 0o400  # as Kafka 4.4 leaves it
+    ours, real = snapshot.read_bytes(), FORMAT_44.read_bytes()
+    assert len(ours) == len(real) == 411
     shape = [(b.header().base_offset, b.header().partition_leader_epoch, b.header().attributes,
               b.header().record_count, b.header().batch_length) for b in iter_batches(ours)]
     assert shape == [(b.header().base_offset, b.header().partition_leader_epoch, b.header().attributes,
                       b.header().record_count, b.header().batch_length) for b in iter_batches(real)]
+    assert read_bootstrap(tmp_path / "d") == default_feature_levels()
     meta = (tmp_path / "d" / "meta.properties").read_text().splitlines()
     assert meta[0] == "#" and [line.split("=")[0] for line in meta[2:]] == [
         "cluster.id", "directory.id", "node.id", "version"]

@@ -74,7 +74,7 @@ def test_records_are_kafkas(tmp_path: Path) -> None:
     md.plog.close_handlers()
     names = [r.name for r in recs]
     assert names[:2] == ["BeginTransactionRecord", "FeatureLevelRecord"]
-    assert recs[1].message.name == "metadata.version" and recs[1].message.feature_level == 27
+    assert recs[1].message.name == "metadata.version" and recs[1].message.feature_level == 33  # 4.4-IV2
     assert "EndTransactionRecord" in names and "RegisterBrokerRecord" in names
     topic_recs = [r for r in recs if r.name in ("TopicRecord", "ConfigRecord", "PartitionRecord")]
     assert [r.name for r in topic_recs] == ["TopicRecord", "ConfigRecord", "PartitionRecord", "PartitionRecord",
