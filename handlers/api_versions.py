@@ -1,23 +1,97 @@
-"""ApiVersions: advertise exactly the APIs and versions the registered handlers serve."""
+"""ApiVersions: advertise exactly the APIs and versions the registered handlers serve, and the
+features as a Kafka 4.4 node reports them (KafkaApis.handleApiVersionsRequest)."""
 
 from __future__ import annotations
 
+import re
+from typing import Any
+
+from ..kraft.features import supported_feature_ranges
+from ..logstore.java_hash import copied_hashmap_capacity, hashmap_order, spread, string_hash
 from ..wire.errors import ErrorCode
 from ..wire.protocol import response_class
-from .registry import API_VERSIONS_KEY, RequestContext, advertised_versions, handles
+from .registry import API_VERSIONS_KEY, REGISTRY, RequestContext, advertised_versions, handles
 
 ApiVersionsResponse = response_class(API_VERSIONS_KEY)
 
+#: ApiVersionsRequest.SOFTWARE_NAME_VERSION_PATTERN (v3+ client software name and version).
+_SOFTWARE = re.compile(r"[a-zA-Z0-9](?:[a-zA-Z0-9\-.]*[a-zA-Z0-9])?")
 
-def api_versions_body(version: int, error: ErrorCode = ErrorCode.NONE) -> object:
-    """The ApiVersions answer; also used (as v0) for the UNSUPPORTED_VERSION reply."""
-    keys = [
-        ApiVersionsResponse.ApiVersion(api_key=key, min_version=lo, max_version=hi)
-        for key, lo, hi in advertised_versions()
-    ]
+
+def _key(key: int, lo: int, hi: int) -> Any:
+    return ApiVersionsResponse.ApiVersion(api_key=key, min_version=lo, max_version=hi)
+
+
+def api_versions_body(version: int, error: ErrorCode = ErrorCode.NONE) -> Any:
+    """An ApiVersions answer without features: the UNSUPPORTED_VERSION reply (as v0) lists only
+    ApiVersions' own range, the way Kafka tells the client which version to retry with; other
+    errors list nothing (ApiVersionsRequest.getErrorResponse)."""
+    if error == ErrorCode.UNSUPPORTED_VERSION:
+        own = REGISTRY[API_VERSIONS_KEY]
+        keys = [_key(API_VERSIONS_KEY, own.advertised_min, own.max_version)]
+    elif error != ErrorCode.NONE:
+        keys = []
+    else:
+        keys = [_key(key, lo, hi) for key, lo, hi in advertised_versions()]
     return ApiVersionsResponse(error_code=int(error), api_keys=keys, throttle_time_ms=0)
 
 
-@handles(API_VERSIONS_KEY, 0, 4)
+def _finalized_order(levels: dict[str, int]) -> list[str]:
+    """The order Kafka lists finalized features in: a HashMap of the non-metadata.version
+    features copied into a new HashMap (FinalizedFeatures) that then gets metadata.version."""
+    others = hashmap_order([n for n in sorted(levels) if n != "metadata.version"], string_hash)
+    cap = copied_hashmap_capacity(len(others))
+    names = others + (["metadata.version"] if "metadata.version" in levels else [])
+    while len(names) > cap * 3 // 4:
+        cap *= 2
+    return [n for _, _, n in sorted((spread(string_hash(n)) & (cap - 1), i, n) for i, n in enumerate(names))]
+
+
+def features_of(ctx: RequestContext, version: int, body: Any) -> None:
+    """Fill in the supported and finalized features (v3+): what this node supports (features
+    whose minimum is 0 are left out below v4, KAFKA-17011) and what the metadata log finalized."""
+    if version < 3:
+        return
+    ranges = supported_feature_ranges()
+    body.supported_features = [
+        ApiVersionsResponse.SupportedFeatureKey(name=name, min_version=ranges[name][0], max_version=ranges[name][1])
+        for name in hashmap_order(sorted(ranges), string_hash) if version >= 4 or ranges[name][0] > 0]
+    store = getattr(ctx.broker, "metadata_store", None)
+    log = getattr(store, "log", None)
+    if store is None or log is None:
+        return  # features unknown: epoch -1 and none finalized, as a Kafka node before its metadata loads
+    levels = {name: level for name, level in store.image.features.items() if level > 0}
+    kraft = log.kraft_version()
+    if kraft > 0:
+        levels["kraft.version"] = kraft
+    body.finalized_features_epoch = log.log_end_offset - 1
+    body.finalized_features = [
+        ApiVersionsResponse.FinalizedFeatureKey(name=name, max_version_level=levels[name],
+                                                min_version_level=levels[name])
+        for name in _finalized_order(levels)]
+
+
+def _invalid(version: int, request: Any) -> bool:
+    """ApiVersionsRequest.isValid: v5 names both cluster and node or neither; v3+ software name
+    and version match Kafka's pattern."""
+    if version >= 5 and (request.cluster_id is None) != (request.node_id == -1):
+        return True
+    if version >= 3:
+        return not (_SOFTWARE.fullmatch(request.client_software_name or "")
+                    and _SOFTWARE.fullmatch(request.client_software_version or ""))
+    return False
+
+
+@handles(API_VERSIONS_KEY, 0, 5)
 async def handle_api_versions(ctx: RequestContext, header, request) -> object:
-    return api_versions_body(header.api_version)
+    version = header.api_version
+    if _invalid(version, request):
+        return api_versions_body(version, ErrorCode.INVALID_REQUEST)
+    broker = ctx.broker
+    if version >= 5 and request.cluster_id is not None and (
+            request.cluster_id != broker.cluster_id or request.node_id != broker.node_id):
+        # KIP-1242: the client reached a different cluster or node than it meant to
+        return api_versions_body(version, ErrorCode.REBOOTSTRAP_REQUIRED)
+    body = api_versions_body(version)
+    features_of(ctx, version, body)
+    return body

@@ -16,7 +16,7 @@ SERVED = {
     "Produce": (0, 13), "Fetch": (4, 18), "ListOffsets": (1, 10), "Metadata": (0, 13),
     "OffsetCommit": (0, 9), "OffsetFetch": (0, 9), "FindCoordinator": (0, 6), "JoinGroup": (0, 9),
     "Heartbeat": (0, 4), "LeaveGroup": (0, 5), "SyncGroup": (0, 5), "DescribeGroups": (0, 6),
-    "ListGroups": (0, 5), "SaslHandshake": (0, 1), "ApiVersions": (0, 4), "CreateTopics": (2, 7),
+    "ListGroups": (0, 5), "SaslHandshake": (0, 1), "ApiVersions": (0, 5), "CreateTopics": (2, 7),
     "DeleteTopics": (1, 6), "DeleteRecords": (0, 2), "InitProducerId": (0, 5), "OffsetForLeaderEpoch": (2, 4),
     "AddPartitionsToTxn": (0, 5), "AddOffsetsToTxn": (0, 4), "EndTxn": (0, 5), "TxnOffsetCommit": (0, 5),
     "DescribeAcls": (0, 3), "CreateAcls": (0, 3), "DeleteAcls": (0, 3), "DescribeConfigs": (0, 4),
