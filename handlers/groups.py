@@ -574,7 +574,7 @@ def _describe(coordinator: GroupCoordinator | None, group_id: str, version: int,
 # ====================================================================== DeleteGroups / OffsetDelete
 
 
-@handles(DELETE_GROUPS_KEY, 0, 2)
+@handles(DELETE_GROUPS_KEY, 0, 3)  # v3 adds ErrorMessage, set only for streams-group failures
 async def handle_delete_groups(ctx: RequestContext, header, request) -> object:
     coordinator = _coordinator(ctx)
     allowed = permits(ctx)

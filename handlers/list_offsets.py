@@ -1,5 +1,6 @@
 """ListOffsets: earliest (-2), latest (-1), max timestamp (-3), earliest local (-4),
-latest tiered (-5), or the first offset whose timestamp is at least the one asked for."""
+latest tiered (-5), earliest pending upload (-6, v11), or the first offset whose timestamp is
+at least the one asked for."""
 
 from __future__ import annotations
 
@@ -16,6 +17,7 @@ PartitionResponse = ListOffsetsResponse.ListOffsetsPartitionResponse
 LATEST = -1
 EARLIEST = -2
 MAX_TIMESTAMP = -3
+EARLIEST_PENDING_UPLOAD = -6
 READ_COMMITTED = 1
 
 
@@ -23,7 +25,7 @@ def _error(index: int, code: ErrorCode) -> object:
     return PartitionResponse(partition_index=index, error_code=int(code), timestamp=-1, offset=-1, leader_epoch=-1)
 
 
-@handles(LIST_OFFSETS_KEY, 1, 10)
+@handles(LIST_OFFSETS_KEY, 1, 11)
 async def handle_list_offsets(ctx: RequestContext, header, request) -> object:
     broker = ctx.broker
     version = header.api_version
@@ -54,6 +56,10 @@ async def handle_list_offsets(ctx: RequestContext, header, request) -> object:
                     offset = getattr(plog, "last_stable_offset", plog.high_watermark) if committed else plog.high_watermark
                     epoch = plog.epoch_for_offset(max(offset - 1, 0))
                     found = (-1, offset, epoch)
+                elif ts == EARLIEST_PENDING_UPLOAD:
+                    # KIP-1023: nothing is pending upload without tiered storage (UnifiedLog answers
+                    # no offset, leader epoch -1, for a log without remote storage)
+                    found = (-1, -1, -1)
                 else:
                     result = plog.fetch_offset_by_timestamp(ts)
                     found = None if result is None else (result.timestamp, result.offset, result.leader_epoch)

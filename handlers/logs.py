@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+from pathlib import Path
 
 from ..wire.errors import ErrorCode
 from ..wire.protocol import response_class, supported_versions
@@ -100,10 +101,24 @@ async def handle_delete_records(ctx: RequestContext, header, request) -> object:
     return R(throttle_time_ms=0, topics=topics)
 
 
-@handles(DESCRIBE_LOG_DIRS_KEY, 1, 4)
+def _cordoned_dirs(config) -> set[Path] | None:
+    """The dirs of `cordoned.log.dirs` (KIP-1066; "*" = all), None for all; empty when unset or
+    when this build's config does not know the key."""
+    try:
+        value = config.get("cordoned.log.dirs")
+    except KeyError:
+        return set()
+    names = [v.strip() for v in (value.split(",") if isinstance(value, str) else value or []) if v.strip()]
+    if "*" in names:
+        return None
+    return {Path(n).resolve() for n in names}
+
+
+@handles(DESCRIBE_LOG_DIRS_KEY, 1, 5)
 async def handle_describe_log_dirs(ctx: RequestContext, header, request) -> object:
     R = DescribeLogDirsResponse
     broker = ctx.broker
+    cordoned = _cordoned_dirs(broker.config)
     wanted = None
     if request.topics is not None:
         wanted = {(t.topic, p) for t in request.topics for p in t.partitions}
@@ -125,5 +140,7 @@ async def handle_describe_log_dirs(ctx: RequestContext, header, request) -> obje
         results.append(R.DescribeLogDirsResult(
             error_code=0, log_dir=str(log_dir.resolve()),
             topics=[R.DescribeLogDirsTopic(name=name, partitions=parts) for name, parts in sorted(by_topic.items())],
-            total_bytes=total, usable_bytes=usable))
+            total_bytes=total, usable_bytes=usable,
+            # v5: whether new partitions may be placed in the dir
+            is_cordoned=header.api_version >= 5 and (cordoned is None or log_dir.resolve() in cordoned)))
     return R(throttle_time_ms=0, error_code=0, results=results)
