@@ -1137,6 +1137,67 @@ class PartitionLog:
             item[0].delete_files()
 
     # =====================================================================================
+    # truncation (a follower whose log diverged from its leader's, or that loads a snapshot)
+    # =====================================================================================
+    def truncate_to(self, offset: int) -> bool:
+        """Kafka's UnifiedLog.truncateTo: drop everything at and after `offset`. Segments that start
+        above it go (as `.deleted` files), the one holding it is cut, the leader-epoch cache,
+        producer state and high watermark follow. Returns False when there was nothing to drop."""
+        self.settle()
+        if offset < 0:
+            raise ValueError(f"cannot truncate {self.name} to a negative offset {offset}")
+        if offset >= self.log_end_offset:
+            return False
+        log.info("Truncating %s to offset %d (log end offset %d)", self.name, offset, self.log_end_offset)
+        if self.segments[0].base_offset > offset:
+            self.truncate_fully_and_start_at(offset)
+            return True
+        doomed = [s for s in self.segments if s.base_offset > offset]
+        self._set_segments([s for s in self.segments if s.base_offset <= offset])
+        self._remove_segments_now(doomed)
+        active = self.segments[-1]
+        active.truncate_to(offset)
+        self.log_end_offset = offset
+        self.leader_epoch_cache.truncate_from_end(offset)
+        self.log_start_offset = min(self.log_start_offset, offset)
+        self.recovery_point = min(self.recovery_point, offset)
+        self._rebuild_producer_state(self.producer_state, offset, False)
+        self.high_watermark = min(self.high_watermark, offset)
+        return True
+
+    def truncate_fully_and_start_at(self, offset: int) -> None:
+        """Kafka's UnifiedLog.truncateFullyAndStartAt: drop every segment and start an empty log
+        at `offset` (a follower that loads a snapshot, or whose leader's log starts past its end)."""
+        self.settle()
+        log.info("Truncating %s fully and starting at offset %d", self.name, offset)
+        doomed = list(self.segments)
+        self._set_segments([])
+        self._remove_segments_now(doomed)
+        seg = self._new_segment(offset)
+        seg.offset_index  # noqa: B018 - created now, as roll does
+        seg.time_index  # noqa: B018
+        self._set_segments([seg])
+        self.log_end_offset = offset
+        self.log_start_offset = offset
+        self.recovery_point = offset
+        self.high_watermark = offset
+        self.leader_epoch_cache.clear()
+        self.producer_state.clear()
+        self.producer_state.delete_snapshots_from(0)
+        self.producer_state.truncate_and_reload(offset, offset, _now_ms())
+        self.producer_state.update_map_end_offset(offset)
+
+    def _remove_segments_now(self, segments: list[LogSegment]) -> None:
+        """Rename to `.deleted` and queue for removal after file.delete.delay.ms (Kafka deletes
+        truncated segments asynchronously the same way)."""
+        due = time.monotonic() + self.config.file_delete_delay_ms / 1000
+        for seg in segments:
+            seg.change_file_suffixes("", files.DELETED_SUFFIX)
+            self._pending_deletes.append((seg, due))
+        if self.config.file_delete_delay_ms <= 0:
+            self.delete_pending_segments(force=True)
+
+    # =====================================================================================
     # flush / close
     # =====================================================================================
     def flush(self, up_to: int | None = None) -> int:
