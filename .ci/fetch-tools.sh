@@ -5,6 +5,8 @@
 #     into .cache/m2, with each release's runtime classpath written to .cache/kafka-<version>.classpath;
 #   * Spark's Kafka connector (spark-sql-kafka-0-10) from compat-tests/spark-pom.xml, its classpath
 #     written to .cache/spark-kafka.classpath;
+#   * Go (golang-go if missing) and the Go client programs of compat-tests/go/ (franz-go, from the
+#     Go module proxy), built into .cache/go/;
 #   * the Java client driver (compat-tests/java), compiled into .cache/java-driver/, and JVM
 #     class-data-sharing archives for Kafka's tools in .cache/cds/.
 # Idempotent and quick when everything is cached: each step checks before it downloads.
@@ -108,6 +110,46 @@ if [[ -f $SPARK_POM ]]; then
     mv "$spark_tmp" "$spark_cp"
     echo "$spark_want" >"$spark_stamp"
   fi
+fi
+
+# --- Go client programs (franz-go, issue #22) -------------------------------------------------
+# compat-tests/go/<name> is built into $CACHE/go/<name>; rebuilt when its sources change. Modules
+# come from the Go module proxy. A go of 1.21 or later switches itself to the toolchain go.mod
+# asks for (GOTOOLCHAIN=auto, also a module on the proxy); an older one (Debian 12's golang-go is
+# 1.19) cannot, so that toolchain module is downloaded with it and used directly.
+if compgen -G "compat-tests/go/*/go.mod" >/dev/null; then
+  if ! command -v go >/dev/null 2>&1; then
+    SUDO=()
+    if [[ $(id -u) != 0 ]]; then
+      command -v sudo >/dev/null 2>&1 || { log "need root or sudo to install: golang-go"; exit 1; }
+      SUDO=(sudo -n)
+    fi
+    log "apt-get install golang-go"
+    "${SUDO[@]}" apt-get update -qq
+    DEBIAN_FRONTEND=noninteractive "${SUDO[@]}" apt-get install -y -qq --no-install-recommends golang-go >/dev/null
+  fi
+  GO=go
+  go_minor=$(go env GOVERSION | sed -E 's/^go1\.([0-9]+).*/\1/')
+  for mod in compat-tests/go/*/go.mod; do
+    dir=${mod%/go.mod}
+    name=${dir##*/}
+    bin=$CACHE/go/$name
+    want=$(cat "$dir"/go.mod "$dir"/go.sum "$dir"/*.go | sha256sum | cut -c1-16)
+    [[ -x $bin && -f $bin.stamp && $(<"$bin.stamp") == "$want" ]] && continue
+    if ((go_minor < 21)); then
+      need=$(awk '$1 == "toolchain" {t = $2} $1 == "go" {g = "go" $2} END {print (t ? t : g)}' "$mod")
+      toolchain=golang.org/toolchain@v0.0.1-$need.$(go env GOOS)-$(go env GOARCH)
+      log "go $(go env GOVERSION) is too old for $dir: fetching $toolchain"
+      tdir=$(cd "$CACHE" && GO111MODULE=on go mod download -json "$toolchain" | sed -n 's/^[[:space:]]*"Dir": "\(.*\)",$/\1/p')
+      # module zips carry no file modes: make the tools executable, as go's own toolchain switch does
+      chmod a+x "$tdir"/bin/* "$tdir"/pkg/tool/*/*
+      GO=$tdir/bin/go
+    fi
+    log "building $dir with franz-go into $bin"
+    mkdir -p "$CACHE/go"
+    (cd "$dir" && GOTOOLCHAIN=auto GOFLAGS=-mod=readonly "$GO" build -trimpath -buildvcs=false -o "$bin" .)
+    echo "$want" >"$bin.stamp"
+  done
 fi
 
 # --- Java client driver and class-data archives -----------------------------------------------
