@@ -225,3 +225,64 @@ def _ends(bootstrap: str, topic: str, partitions: int) -> dict[int, int]:
         return {p: consumer.get_watermark_offsets(TopicPartition(topic, p), timeout=10)[1] for p in range(partitions)}
     finally:
         consumer.close()
+
+
+# ------------------------------------------------------------------ the other produce refusals
+
+
+def _refusals(broker) -> dict[str, tuple]:
+    """Partition answers of Produce v9 to batches refused for a reason other than a record's:
+    Kafka sends no error message with them, and a log start offset only where ReplicaManager
+    does not expect the error."""
+    from odradek.tools.client import BrokerConnection
+    from odradek.wire.protocol import request_class
+    from odradek.wire.records import RecordBatch, SimpleRecord, build_batch
+
+    bootstrap = broker.bootstrap
+    _create(bootstrap, "refusals", 1, {"max.message.bytes": "2000"})
+    connection = BrokerConnection(broker.host, broker.port)
+    Find = request_class(10)
+    for _ in range(100):  # the offsets topic is created by the first FindCoordinator for a group
+        found = connection.send(10, Find(key_type=0, coordinator_keys=["g"]), 4).coordinators[0]
+        if found.error_code == 0:
+            break
+        time.sleep(0.2)
+    P = request_class(0)
+
+    def produce(topic: str, records: bytes) -> tuple:
+        request = P(transactional_id=None, acks=-1, timeout_ms=10_000, topic_data=[P.TopicProduceData(
+            name=topic, partition_data=[P.PartitionProduceData(index=0, records=records)])])
+        a = connection.send(0, request, 9).responses[0].partition_responses[0]
+        return (a.error_code, a.base_offset, a.log_append_time_ms, a.log_start_offset,
+                [(e.batch_index, e.batch_index_error_message) for e in a.record_errors], a.error_message)
+
+    def batch(n: int = 2, size: int = 10) -> bytearray:
+        return bytearray(build_batch([SimpleRecord(b"v" * size, b"k") for _ in range(n)]))
+
+    bad_count = batch()
+    bad_count[23:27] = (5).to_bytes(4, "big")  # lastOffsetDelta 5 for two records
+    bad_count[17:21] = RecordBatch(bad_count).compute_crc().to_bytes(4, "big")
+    bad_crc = batch()
+    bad_crc[-1] ^= 0xFF
+    try:
+        return {
+            "accepted": produce("refusals", bytes(batch())),
+            "internal topic": produce("__consumer_offsets", bytes(batch())),
+            "no records": produce("refusals", b""),
+            "two batches": produce("refusals", bytes(batch() + batch())),
+            "count": produce("refusals", bytes(bad_count)),
+            "too large": produce("refusals", bytes(batch(3, 1000))),
+            "crc": produce("refusals", bytes(bad_crc)),
+        }
+    finally:
+        connection.close()
+
+
+def test_produce_refusals_answer_like_kafka(broker_factory) -> None:
+    odradek = _start(broker_factory, "odradek")
+    ours = _refusals(odradek)
+    odradek.stop()
+    kafka = _start(broker_factory, "kafka")
+    theirs = _refusals(kafka)
+    kafka.stop()
+    assert ours == theirs

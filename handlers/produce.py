@@ -17,6 +17,7 @@ from ..logstore.partition_log import AppendInfo, PartitionLog, PendingAppend
 from ..txn_coordinator.coordinator import verify_transactional_produce
 from ..wire.errors import ErrorCode
 from ..wire.protocol import response_class, supported_versions
+from ..wire.records import LOG_OVERHEAD, CorruptRecordError, next_batch_size
 from .common import error_code_for
 from .registry import RequestContext, handles
 
@@ -75,6 +76,17 @@ def _append_failed(exc: Exception, topic: str, index: int, partition_log: Partit
     )
 
 
+def _more_than_one_batch(records) -> bool:
+    """Whether a second complete batch follows the first (an incomplete tail does not count)."""
+    try:
+        first = next_batch_size(records[:LOG_OVERHEAD], len(records))
+        if first is None or len(records) - first <= LOG_OVERHEAD:
+            return False
+        return next_batch_size(records[first:first + LOG_OVERHEAD], len(records) - first) is not None
+    except CorruptRecordError:
+        return False  # the log store names what is wrong with the first batch
+
+
 def _write_all(pendings: list[PendingAppend]) -> None:
     """The pwrites of one request's appends (in a worker thread)."""
     for pending in pendings:
@@ -120,9 +132,9 @@ async def handle_produce(ctx: RequestContext, header, request) -> object | None:
                 partitions.append(_partition_error(index, code))
                 continue
             if topic.name in INTERNAL_TOPICS and header.client_id not in _INTERNAL_WRITERS:
-                partitions.append(
-                    _partition_error(index, ErrorCode.INVALID_TOPIC_EXCEPTION, f"Cannot append to internal topic {topic.name}")
-                )
+                # Kafka's InvalidTopicException text ("Cannot append to internal topic") is not
+                # sent: ReplicaManager answers it without an error message
+                partitions.append(_partition_error(index, ErrorCode.INVALID_TOPIC_EXCEPTION))
                 continue
             partition_log = broker.partition_log(topic.name, index) if 0 <= index < topic.partitions else None
             if partition_log is None:
@@ -130,7 +142,12 @@ async def handle_produce(ctx: RequestContext, header, request) -> object | None:
                 continue
             records = pdata.records
             if records is None or len(records) == 0:
-                partitions.append(_partition_error(index, ErrorCode.INVALID_RECORD, "Produce request has no records"))
+                # KafkaApis answers ProduceRequest.validateRecords' refusal by its code alone
+                partitions.append(_partition_error(index, ErrorCode.INVALID_RECORD))
+                continue
+            if _more_than_one_batch(records):
+                # KafkaApis refuses it before the log sees it (ProduceRequest.validateRecords)
+                partitions.append(_partition_error(index, ErrorCode.INVALID_RECORD))
                 continue
             while (written := _writing.get(id(partition_log))) is not None:
                 await written.wait()
