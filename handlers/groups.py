@@ -302,9 +302,16 @@ async def handle_leave_group(ctx: RequestContext, header, request) -> object:
 # ====================================================================== OffsetCommit / OffsetFetch
 
 
-@handles(OFFSET_COMMIT_KEY, 0, 9, advertised_min=0)
+def _topic_by_id(broker: Any, topic_id: Uuid) -> str:
+    """The name of a topic id, "" when no topic has it (KafkaApis' marker for UNKNOWN_TOPIC_ID)."""
+    found = broker.metadata.by_id(topic_id) if broker.metadata is not None and topic_id != Uuid.ZERO else None
+    return found.name if found is not None else ""
+
+
+@handles(OFFSET_COMMIT_KEY, 0, 10, advertised_min=0)
 async def handle_offset_commit(ctx: RequestContext, header, request) -> object:
     version = header.api_version
+    use_ids = version >= 10  # topics by id, KIP-848
     broker = ctx.broker
     coordinator = _coordinator(ctx)
     generation = request.generation_id_or_member_epoch if version >= 1 else -1
@@ -324,23 +331,32 @@ async def handle_offset_commit(ctx: RequestContext, header, request) -> object:
     max_metadata = coordinator.cfg("offset.metadata.max.bytes") if coordinator is not None else 4096
     # KafkaApis answers refused and unknown topics/partitions first, as it meets them, and then merges
     # in the coordinator's results (appended to a topic already answered, else as new topics after).
-    answered: dict[str, list[tuple[int, ErrorCode]]] = {}
-    checked: list[tuple[str, int, ErrorCode]] = []  # what the coordinator answers, in request order
+    # Topics are keyed by name, or by id from v10 (an unknown id answers UNKNOWN_TOPIC_ID first of all).
+    answered: dict[Any, list[tuple[int, ErrorCode]]] = {}
+    checked: list[tuple[Any, int, ErrorCode]] = []  # what the coordinator answers, in request order
     commits = []
+    key_of: dict[str, Any] = {}
     allowed = permits(ctx)  # READ on the group is checked before (security.acl.enforce)
     for topic in request.topics:
-        meta = broker.metadata.get(topic.name) if broker.metadata is not None else None
-        readable = allowed(OP_READ, RT_TOPIC, topic.name)
+        name = _topic_by_id(broker, topic.topic_id) if use_ids else topic.name
+        key = topic.topic_id if use_ids else name
+        if use_ids and not name:
+            answered.setdefault(key, []).extend((p.partition_index, ErrorCode.UNKNOWN_TOPIC_ID)
+                                                for p in topic.partitions)
+            continue
+        key_of[name] = key
+        meta = broker.metadata.get(name) if broker.metadata is not None else None
+        readable = allowed(OP_READ, RT_TOPIC, name)
         for p in topic.partitions:
             index = p.partition_index
             if not readable:
-                answered.setdefault(topic.name, []).append((index, ErrorCode.TOPIC_AUTHORIZATION_FAILED))
+                answered.setdefault(key, []).append((index, ErrorCode.TOPIC_AUTHORIZATION_FAILED))
             elif meta is None or not 0 <= index < meta.partitions:
-                answered.setdefault(topic.name, []).append((index, ErrorCode.UNKNOWN_TOPIC_OR_PARTITION))
+                answered.setdefault(key, []).append((index, ErrorCode.UNKNOWN_TOPIC_OR_PARTITION))
             elif group_error is not None:
-                checked.append((topic.name, index, group_error))
+                checked.append((key, index, group_error))
             elif p.committed_metadata is not None and len(p.committed_metadata.encode()) > max_metadata:
-                checked.append((topic.name, index, ErrorCode.OFFSET_METADATA_TOO_LARGE))
+                checked.append((key, index, ErrorCode.OFFSET_METADATA_TOO_LARGE))
             else:
                 expire = -1
                 if retention_ms != -1 and 2 <= version <= 4:
@@ -348,43 +364,78 @@ async def handle_offset_commit(ctx: RequestContext, header, request) -> object:
                 elif version == 1 and p.commit_timestamp != -1:
                     expire = p.commit_timestamp + coordinator.cfg("offsets.retention.minutes") * 60_000
                 leader_epoch = p.committed_leader_epoch if version >= 6 else -1
-                commits.append((topic.name, index, p.committed_offset, leader_epoch,
+                commits.append((name, index, p.committed_offset, leader_epoch,
                                 p.committed_metadata or "", expire))
-                checked.append((topic.name, index, ErrorCode.NONE))
+                checked.append((key, index, ErrorCode.NONE))
     if commits and coordinator is not None:
         try:
             coordinator.commit_offsets(request.group_id, commits)
         except GroupError as exc:
-            committed = {(name, index) for name, index, *_ in commits}
-            checked = [(name, index, exc.code if (name, index) in committed else code)
-                       for name, index, code in checked]
-    for name, index, code in checked:
-        answered.setdefault(name, []).append((index, code))
+            committed = {(key_of[name], index) for name, index, *_ in commits}
+            checked = [(key, index, exc.code if (key, index) in committed else code)
+                       for key, index, code in checked]
+    for key, index, code in checked:
+        answered.setdefault(key, []).append((index, code))
     R = OffsetCommitResponse
+
+    def topic(key: Any, partitions: list) -> Any:
+        return R.OffsetCommitResponseTopic(topic_id=key, partitions=partitions) if use_ids else \
+            R.OffsetCommitResponseTopic(name=key, partitions=partitions)
+
     return R(throttle_time_ms=0, topics=[
-        R.OffsetCommitResponseTopic(name=name, partitions=[
-            R.OffsetCommitResponsePartition(partition_index=index, error_code=int(code)) for index, code in parts])
-        for name, parts in answered.items()])
+        topic(key, [R.OffsetCommitResponsePartition(partition_index=index, error_code=int(code))
+                    for index, code in parts])
+        for key, parts in answered.items()])
 
 
-@handles(OFFSET_FETCH_KEY, 0, 9, advertised_min=0)
+def _fetch_by_ids(ctx: RequestContext, coordinator: GroupCoordinator | None, g: Any, require_stable: bool,
+                  allowed: Any) -> tuple[ErrorCode, list]:
+    """OffsetFetch v10 (topics by id) for one group, as KafkaApis does it: ids resolved to names first;
+    the coordinator's answer, then in request order the topics with an unknown id (UNKNOWN_TOPIC_ID)
+    or refused (TOPIC_AUTHORIZATION_FAILED); all topics: only those that still exist. Each answer
+    entry is (topic id, partitions)."""
+    broker = ctx.broker
+    resolved = [] if g.topics is None else [(t, _topic_by_id(broker, t.topic_id)) for t in g.topics]
+    wanted = None if g.topics is None else [(name, i) for t, name in resolved if name for i in t.partition_indexes]
+    code, offsets = _fetch(coordinator, g.group_id, wanted, g.member_id, g.member_epoch, require_stable, allowed)
+    if g.topics is None:
+        ids = {name: broker.metadata.get(name) for name, _ in offsets} if broker.metadata is not None else {}
+        return code, [(ids[name].topic_id, parts) for name, parts in offsets if ids.get(name) is not None]
+    denied = set() if allowed is None else {name for _, name in resolved if name
+                                            and not allowed(OP_DESCRIBE, RT_TOPIC, name)}
+    by_name = dict(offsets)
+    out = [(t.topic_id, by_name[name]) for t, name in resolved if name and name not in denied and name in by_name]
+    if code == ErrorCode.NONE:
+        for t, name in resolved:
+            if not name:
+                out.append((t.topic_id, [(i, -1, -1, "", ErrorCode.UNKNOWN_TOPIC_ID) for i in t.partition_indexes]))
+            elif name in denied:
+                out.append((t.topic_id, by_name[name]))
+    return code, out
+
+
+@handles(OFFSET_FETCH_KEY, 0, 10, advertised_min=0)
 async def handle_offset_fetch(ctx: RequestContext, header, request) -> object:
     version = header.api_version
     coordinator = _coordinator(ctx)
     allowed = permits(ctx)
     if version >= 8:
+        use_ids = version >= 10  # topics by id, KIP-848
+        R = OffsetFetchResponse.OffsetFetchResponseTopics
         groups = []
         for g in request.groups:
-            wanted = None if g.topics is None else [(t.name, i) for t in g.topics for i in t.partition_indexes]
-            member_id = g.member_id if version >= 9 else None
-            epoch = g.member_epoch if version >= 9 else -1
-            code, offsets = _fetch(coordinator, g.group_id, wanted, member_id, epoch, request.require_stable,
-                                   allowed)
+            if use_ids:
+                code, offsets = _fetch_by_ids(ctx, coordinator, g, request.require_stable, allowed)
+            else:
+                wanted = None if g.topics is None else [(t.name, i) for t in g.topics for i in t.partition_indexes]
+                member_id = g.member_id if version >= 9 else None
+                epoch = g.member_epoch if version >= 9 else -1
+                code, offsets = _fetch(coordinator, g.group_id, wanted, member_id, epoch, request.require_stable,
+                                       allowed)
             groups.append(OffsetFetchResponse.OffsetFetchResponseGroup(
                 group_id=g.group_id, error_code=int(code),
                 topics=[
-                    OffsetFetchResponse.OffsetFetchResponseTopics(
-                        name=name,
+                    R(**({"topic_id": name} if use_ids else {"name": name}),
                         partitions=[
                             OffsetFetchResponse.OffsetFetchResponsePartitions(
                                 partition_index=i, committed_offset=o, committed_leader_epoch=e,

@@ -180,12 +180,34 @@ def _java_length(text: str | None) -> int:
     return 0 if text is None else len(text.encode("utf-16-le")) // 2
 
 
-@handles(TXN_OFFSET_COMMIT_KEY, 0, 5)
+def _txn_topic_names(ctx: RequestContext, request, version: int) -> set[int]:
+    """v6 names topics by id (KIP-1319): give each request topic its name ("" when the id is unknown,
+    as KafkaApis leaves it) and return the unknown ones (by id())."""
+    if version < 6:
+        return set()
+    meta = ctx.broker.metadata
+    unknown_ids = set()
+    for t in request.topics:
+        found = meta.by_id(t.topic_id) if meta is not None else None
+        t.name = found.name if found is not None else ""
+        if found is None:
+            unknown_ids.add(id(t))
+    return unknown_ids
+
+
+@handles(TXN_OFFSET_COMMIT_KEY, 0, 6)
 async def handle_txn_offset_commit(ctx: RequestContext, header, request) -> object:
     version = header.api_version
     coordinator = _coordinator(ctx)
-    Topic = TxnOffsetCommitResponse.TxnOffsetCommitResponseTopic
     Partition = TxnOffsetCommitResponse.TxnOffsetCommitResponsePartition
+
+    def Topic(t, partitions: list) -> object:  # noqa: N802 - the response struct, named by id from v6
+        cls = TxnOffsetCommitResponse.TxnOffsetCommitResponseTopic
+        if version >= 6:
+            return cls(topic_id=t.topic_id, partitions=partitions)
+        return cls(name=t.name, partitions=partitions)
+
+    unknown_ids = _txn_topic_names(ctx, request, version)
     allowed = permits(ctx)
     # WRITE on the transactional id, then READ on the group: every partition gets the error
     denied = None
@@ -195,18 +217,18 @@ async def handle_txn_offset_commit(ctx: RequestContext, header, request) -> obje
         denied = ErrorCode.GROUP_AUTHORIZATION_FAILED
     if denied is not None:
         return TxnOffsetCommitResponse(throttle_time_ms=0, topics=[
-            Topic(name=t.name, partitions=[Partition(partition_index=p.partition_index, error_code=int(denied))
-                                           for p in t.partitions])
+            Topic(t, [Partition(partition_index=p.partition_index, error_code=int(denied)) for p in t.partitions])
             for t in request.topics])
     commits = []
     unknown: set[tuple[str, int]] = set()
     too_large: set[tuple[str, int]] = set()
     groups = ctx.broker.coordinators.get("groups")
     max_metadata = groups.cfg("offset.metadata.max.bytes") if groups is not None else 4096
-    refused = {t.name for t in request.topics if not allowed(OP_READ, RT_TOPIC, t.name)}  # READ on each topic
+    # READ on each topic (an unknown topic id is answered before that)
+    refused = {t.name for t in request.topics if id(t) not in unknown_ids and not allowed(OP_READ, RT_TOPIC, t.name)}
     for t in request.topics:
         for p in t.partitions:
-            if t.name in refused:
+            if t.name in refused or id(t) in unknown_ids:
                 continue
             if not _known_partition(ctx, t.name, p.partition_index):
                 unknown.add((t.name, p.partition_index))
@@ -227,9 +249,10 @@ async def handle_txn_offset_commit(ctx: RequestContext, header, request) -> obje
                                              request.producer_epoch, generation, member, instance, version, commits)
     code = _fenced(code, version, 3)
     topics = [
-        Topic(name=t.name, partitions=[
+        Topic(t, [
             Partition(partition_index=p.partition_index,
-                      error_code=int(ErrorCode.TOPIC_AUTHORIZATION_FAILED if t.name in refused
+                      error_code=int(ErrorCode.UNKNOWN_TOPIC_ID if id(t) in unknown_ids
+                                     else ErrorCode.TOPIC_AUTHORIZATION_FAILED if t.name in refused
                                      else ErrorCode.UNKNOWN_TOPIC_OR_PARTITION if (t.name, p.partition_index) in unknown
                                      else code if code != ErrorCode.NONE or (t.name, p.partition_index) not in too_large
                                      else ErrorCode.OFFSET_METADATA_TOO_LARGE))

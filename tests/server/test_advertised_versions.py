@@ -14,11 +14,11 @@ load_handlers()
 #: What Odradek serves of the APIs it had before Kafka 4.4 (advertised min, max).
 SERVED = {
     "Produce": (0, 13), "Fetch": (4, 18), "ListOffsets": (1, 11), "Metadata": (0, 13),
-    "OffsetCommit": (0, 9), "OffsetFetch": (0, 9), "FindCoordinator": (0, 6), "JoinGroup": (0, 9),
+    "OffsetCommit": (0, 10), "OffsetFetch": (0, 10), "FindCoordinator": (0, 6), "JoinGroup": (0, 9),
     "Heartbeat": (0, 4), "LeaveGroup": (0, 5), "SyncGroup": (0, 5), "DescribeGroups": (0, 6),
     "ListGroups": (0, 5), "SaslHandshake": (0, 1), "ApiVersions": (0, 5), "CreateTopics": (2, 7),
     "DeleteTopics": (1, 6), "DeleteRecords": (0, 2), "InitProducerId": (0, 5), "OffsetForLeaderEpoch": (2, 4),
-    "AddPartitionsToTxn": (0, 5), "AddOffsetsToTxn": (0, 4), "EndTxn": (0, 5), "TxnOffsetCommit": (0, 5),
+    "AddPartitionsToTxn": (0, 5), "AddOffsetsToTxn": (0, 4), "EndTxn": (0, 5), "TxnOffsetCommit": (0, 6),
     "DescribeAcls": (0, 3), "CreateAcls": (0, 3), "DeleteAcls": (0, 3), "DescribeConfigs": (0, 4),
     "AlterConfigs": (0, 2), "DescribeLogDirs": (1, 5), "SaslAuthenticate": (0, 2), "CreatePartitions": (0, 3),
     "DeleteGroups": (0, 3), "IncrementalAlterConfigs": (0, 1), "OffsetDelete": (0, 0),

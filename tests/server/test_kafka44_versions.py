@@ -10,6 +10,7 @@ import pytest
 
 from odradek.testing import RunningBroker, running_broker
 from odradek.tools.client import BrokerConnection, KafkaClient
+from odradek.wire.primitives import Uuid
 from odradek.wire.protocol import API_KEYS, request_class
 from odradek.wire.records import SimpleRecord, build_batch
 
@@ -68,3 +69,70 @@ def test_delete_groups_v3_has_the_error_message(broker: RunningBroker) -> None:
     # Kafka 4.4's group coordinator sets ErrorMessage only for a streams group's failed topology
     # clean-up (GROUP_DELETION_FAILED); a missing group gets the code alone
     assert (result.group_id, result.error_code, result.error_message) == ("no-such-group", 69, None)
+
+
+def _topic_id(broker: RunningBroker):
+    client = KafkaClient(broker.bootstrap_servers)
+    try:
+        return client.topic("t").topic_id
+    finally:
+        client.close()
+
+
+UNKNOWN_ID = Uuid.from_base64("AAAAAAAAAAAAAAAAAAAAAQ")
+
+
+def _fetch_v10(broker: RunningBroker, group: str, topics: list | None) -> list:
+    F = request_class(9)
+    r = _send(broker, 9, 10, require_stable=False, groups=[F.OffsetFetchRequestGroup(
+        group_id=group, member_id=None, member_epoch=-1,
+        topics=None if topics is None else [F.OffsetFetchRequestTopics(topic_id=tid, partition_indexes=parts)
+                                            for tid, parts in topics])])
+    [g] = r.groups
+    assert g.error_code == 0
+    return [(t.topic_id, [(p.partition_index, p.committed_offset, p.error_code) for p in t.partitions])
+            for t in g.topics]
+
+
+def test_offset_commit_and_fetch_v10_name_topics_by_id(broker: RunningBroker) -> None:
+    tid = _topic_id(broker)
+    C = request_class(8)
+    r = _send(broker, 8, 10, group_id="g44", generation_id_or_member_epoch=-1, member_id="", group_instance_id=None,
+              topics=[C.OffsetCommitRequestTopic(topic_id=UNKNOWN_ID, partitions=[
+                          C.OffsetCommitRequestPartition(partition_index=0, committed_offset=1)]),
+                      C.OffsetCommitRequestTopic(topic_id=tid, partitions=[
+                          C.OffsetCommitRequestPartition(partition_index=0, committed_offset=2),
+                          C.OffsetCommitRequestPartition(partition_index=7, committed_offset=2)])])
+    assert [(t.topic_id, [(p.partition_index, p.error_code) for p in t.partitions]) for t in r.topics] == [
+        (UNKNOWN_ID, [(0, 100)]),  # UNKNOWN_TOPIC_ID
+        (tid, [(7, 3), (0, 0)])]  # KafkaApis answers the unknown partition before the coordinator's results
+    assert _fetch_v10(broker, "g44", [(tid, [0, 1]), (UNKNOWN_ID, [0])]) == [
+        (tid, [(0, 2, 0), (1, -1, 0)]), (UNKNOWN_ID, [(0, -1, 100)])]
+    assert _fetch_v10(broker, "g44", None) == [(tid, [(0, 2, 0)])]
+
+
+def test_txn_offset_commit_v6_names_topics_by_id(broker: RunningBroker) -> None:
+    tid = _topic_id(broker)
+    init = _send(broker, 22, 5, transactional_id="tx44", transaction_timeout_ms=30_000, producer_id=-1,
+                 producer_epoch=-1)
+    assert init.error_code == 0
+    pid, epoch = init.producer_id, init.producer_epoch
+    assert _send(broker, 25, 4, transactional_id="tx44", producer_id=pid, producer_epoch=epoch,
+                 group_id="gtx").error_code == 0
+    T = request_class(28)
+
+    def commit(version: int, group: str, member_epoch: int, topics: list):
+        r = _send(broker, 28, version, transactional_id="tx44", group_id=group, producer_id=pid, producer_epoch=epoch,
+                  generation_id_or_member_epoch=member_epoch, member_id="", group_instance_id=None, topics=[
+                      T.TxnOffsetCommitRequestTopic(**ref, partitions=[
+                          T.TxnOffsetCommitRequestPartition(partition_index=0, committed_offset=3)])
+                      for ref in topics])
+        return [((t.topic_id if version >= 6 else t.name), [p.error_code for p in t.partitions]) for t in r.topics]
+
+    assert commit(6, "gtx", -1, [{"topic_id": tid}, {"topic_id": UNKNOWN_ID}]) == [(tid, [0]), (UNKNOWN_ID, [100])]
+    # KIP-1319: a member epoch for a group that does not exist is GROUP_ID_NOT_FOUND from v6
+    assert commit(6, "no-group", 5, [{"topic_id": tid}]) == [(tid, [69])]
+    assert commit(5, "no-group", 5, [{"name": "t"}]) == [("t", [22])]  # ILLEGAL_GENERATION before
+    assert _send(broker, 26, 4, transactional_id="tx44", producer_id=pid, producer_epoch=epoch,
+                 committed=True).error_code == 0
+    assert _fetch_v10(broker, "gtx", [(tid, [0])]) == [(tid, [(0, 3, 0)])]
