@@ -111,6 +111,8 @@ def _mixed_batches(broker) -> dict[str, object]:
             "keyless raw": _raw_produce(broker, compacted, keyless),
             "timestamps raw": _raw_produce(broker, bounded, mixed),
             "all fine raw": _raw_produce(broker, compacted, [(b"a", now)]),
+            # message.timestamp.after.max.ms is 1 h by default since Kafka 4.0
+            "default bounds raw": _raw_produce(broker, compacted, [(b"a", now), (b"b", now + 2 * 3600 * 1000)]),
             "all fine reports": _delivery_reports(bootstrap, compacted, [(b"a", now), (b"b", now)])}
 
 
@@ -137,6 +139,7 @@ def test_mixed_batch_to_compacted_topic_fails_only_the_named_records(broker_fact
     assert ours["timestamps raw"][0] == KafkaError.INVALID_TIMESTAMP
     assert ours["timestamps raw"][4][1] == (2, key_rule)
     assert ours["all fine reports"] == [(0, None, None), (1, None, None)]
+    assert [i for i, _ in ours["default bounds raw"][4]] == [1]
     for case in ours:
         assert _normalised(ours[case]) == _normalised(theirs[case]) if "raw" not in case else \
             ours[case] == theirs[case], (case, ours[case], theirs[case])
