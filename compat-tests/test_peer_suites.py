@@ -24,6 +24,8 @@ BROKER_OVERRIDES = {"group.initial.rebalance.delay.ms": "0", "group.consumer.min
                     "group.consumer.heartbeat.interval.ms": "500"}
 
 
+# Tests that start Kafka through _start also ask for kafka_broker_factory: that marks them
+# `oracle` (conftest), like every test that needs the Kafka jars.
 def _start(broker_factory, kind: str):
     if kind == "kafka":
         return broker_factory("kafka", version=ORACLE_VERSION, overrides=BROKER_OVERRIDES)
@@ -281,7 +283,8 @@ def _refusals(broker) -> dict[str, tuple]:
         connection.close()
 
 
-def test_produce_refusals_answer_like_kafka(broker_factory) -> None:
+def test_produce_refusals_answer_like_kafka(broker_factory, kafka_broker_factory) -> None:
+    """Batches refused for a reason other than a record's get the answer Kafka 4.4.0 gives."""
     odradek = _start(broker_factory, "odradek")
     ours = _refusals(odradek)
     odradek.stop()
