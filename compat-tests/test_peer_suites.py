@@ -73,14 +73,20 @@ def _normalised(reports: list[tuple]) -> list[tuple]:
     return [(i, name, _clock_free(text)) for i, name, text in reports]
 
 
-def _raw_produce(broker, topic: str, records: list[tuple[bytes | None, int]]) -> tuple:
+def _raw_produce(broker, topic: str, records: list[tuple[bytes | None, int]], log_append_time: bool = False) -> tuple:
     """The partition answer of Produce v9 (record_errors and error_message, KIP-467) for one batch of
-    `records`, as it is on the wire; timestamp windows normalised."""
+    `records`, as it is on the wire; timestamp windows normalised. `log_append_time`: the batch
+    claims LogAppendTime (attribute bit 3), which a producer may not."""
     from odradek.tools.client import BrokerConnection
     from odradek.wire.protocol import request_class
-    from odradek.wire.records import SimpleRecord, build_batch
+    from odradek.wire.records import RecordBatch, SimpleRecord, build_batch
 
-    batch = build_batch([SimpleRecord(f"v{i}".encode(), key, (), ts) for i, (key, ts) in enumerate(records)])
+    batch = bytearray(build_batch([SimpleRecord(f"v{i}".encode(), key, (), ts)
+                                   for i, (key, ts) in enumerate(records)]))
+    if log_append_time:
+        batch[21:23] = (RecordBatch(batch).attributes | 0x08).to_bytes(2, "big")
+        batch[17:21] = RecordBatch(batch).compute_crc().to_bytes(4, "big")
+    batch = bytes(batch)
     P = request_class(0)
     request = P(transactional_id=None, acks=-1, timeout_ms=10_000, topic_data=[P.TopicProduceData(
         name=topic, partition_data=[P.PartitionProduceData(index=0, records=batch)])])
@@ -105,6 +111,8 @@ def _mixed_batches(broker) -> dict[str, object]:
     # both bounds set: Kafka 4.4's default after.max.ms (1 h) need not be Odradek's
     _create(bootstrap, bounded, 1, {"cleanup.policy": "compact", "message.timestamp.before.max.ms": "3600000",
                                     "message.timestamp.after.max.ms": "3600000"})
+    appended = "log-append-time"
+    _create(bootstrap, appended, 1, {"message.timestamp.type": "LogAppendTime"})
     keyless = [(None if i % 4 == 1 else f"k{i}".encode(), now) for i in range(12)]
     day = 24 * 3600 * 1000
     mixed = [(b"a", now), (b"b", now - day), (None, now), (b"d", now + day), (None, now - day), (b"f", now)]
@@ -113,6 +121,9 @@ def _mixed_batches(broker) -> dict[str, object]:
             "keyless raw": _raw_produce(broker, compacted, keyless),
             "timestamps raw": _raw_produce(broker, bounded, mixed),
             "all fine raw": _raw_produce(broker, compacted, [(b"a", now)]),
+            # the records' timestamp is the batch's max timestamp: fixed, so the messages are too
+            "claims log append time raw": _raw_produce(
+                broker, appended, [(b"a", 1_700_000_000_000), (None, 1_700_000_000_005)], log_append_time=True),
             # message.timestamp.after.max.ms is 1 h by default since Kafka 4.0
             "default bounds raw": _raw_produce(broker, compacted, [(b"a", now), (b"b", now + 2 * 3600 * 1000)]),
             "all fine reports": _delivery_reports(bootstrap, compacted, [(b"a", now), (b"b", now)])}
@@ -142,6 +153,8 @@ def test_mixed_batch_to_compacted_topic_fails_only_the_named_records(broker_fact
     assert ours["timestamps raw"][4][1] == (2, key_rule)
     assert ours["all fine reports"] == [(0, None, None), (1, None, None)]
     assert [i for i, _ in ours["default bounds raw"][4]] == [1]
+    claimed = ours["claims log append time raw"]
+    assert claimed[0] == KafkaError.INVALID_TIMESTAMP and [i for i, _ in claimed[4]] == [0, 1], claimed
     for case in ours:
         assert _normalised(ours[case]) == _normalised(theirs[case]) if "raw" not in case else \
             ours[case] == theirs[case], (case, ours[case], theirs[case])
