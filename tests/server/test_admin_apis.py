@@ -6,14 +6,19 @@ test_admin_apis_44.py asks both brokers the same questions)."""
 from __future__ import annotations
 
 import os
+import threading
+import time
 from collections.abc import Iterator
+from pathlib import Path
 
 import pytest
 
+from odradek.handlers import replica_log_dirs
 from odradek.testing import RunningBroker, running_broker
 from odradek.tools.client import BrokerConnection
 from odradek.wire.primitives import Uuid
 from odradek.wire.protocol import request_class
+from odradek.wire.records import SimpleRecord, build_batch, iter_batches
 
 TOPIC = "admin-apis"
 ELECT, ALTER_REASSIGN, LIST_REASSIGN, QUORUM = 43, 45, 46, 55
@@ -250,7 +255,39 @@ def test_alter_replica_log_dirs_in_one_dir(node, version: int) -> None:
     assert alter_log_dirs(conn, [(here + "/", TOPIC, [0])]) == {(TOPIC, 0): 57}
 
 
-def test_alter_replica_log_dirs_to_another_dir_is_refused(tmp_path) -> None:
+def produce(conn: BrokerConnection, partition: int, count: int, start: int = 0) -> list[int]:
+    """`count` one-record batches of ~1 KiB to TOPIC; their offsets."""
+    P = request_class(0)
+    offsets = []
+    for i in range(start, start + count):
+        batch = build_batch([SimpleRecord(value=f"v{i:06d}".encode() + b"x" * 1000, key=str(i).encode())])
+        r = conn.send(0, P(acks=-1, timeout_ms=10000, topic_data=[P.TopicProduceData(name=TOPIC, partition_data=[
+            P.PartitionProduceData(index=partition, records=batch)])]), 9)
+        [part] = r.responses[0].partition_responses
+        assert part.error_code == 0, part
+        offsets.append(part.base_offset)
+    return offsets
+
+
+def batches_in(log_dir: Path) -> list[bytes]:
+    out = []
+    for segment in sorted(log_dir.glob("*.log")):
+        data = segment.read_bytes()
+        out += [bytes(data[b.position:b.position + b.size_in_bytes]) for b in iter_batches(data)]
+    return out
+
+
+def test_alter_replica_log_dirs_moves_a_replica_live(tmp_path, monkeypatch) -> None:
+    # small steps, so the copy takes several of them while producing goes on
+    monkeypatch.setattr(replica_log_dirs, "COPY_CHUNK", 16 * 1024)
+    monkeypatch.setattr(replica_log_dirs, "FINAL_BYTES", 4 * 1024)
+    real_step = replica_log_dirs._copy_step
+
+    def slow_step(*args):
+        time.sleep(0.01)  # a slow disk: produce requests get in between the copy steps
+        return real_step(*args)
+
+    monkeypatch.setattr(replica_log_dirs, "_copy_step", slow_step)
     dirs = [tmp_path / "a", tmp_path / "b"]
     with running_broker(log_dir=dirs[0], **{"log.dirs": ",".join(map(str, dirs))}) as running:
         conn = BrokerConnection(running.host, running.port)
@@ -258,12 +295,75 @@ def test_alter_replica_log_dirs_to_another_dir_is_refused(tmp_path) -> None:
             cls = request_class(19)
             conn.send(19, cls(topics=[cls.CreatableTopic(name=TOPIC, num_partitions=2, replication_factor=1)],
                               timeout_ms=30000))
-            where = {i: running.broker.partition_log(TOPIC, i).dir.parent for i in (0, 1)}
-            assert set(where.values()) == set(dirs)  # one partition in each dir
-            other = {i: next(d for d in dirs if d != where[i]) for i in (0, 1)}
-            assert alter_log_dirs(conn, [(str(where[0]), TOPIC, [0]), (str(other[1]), TOPIC, [1])]) == {
-                (TOPIC, 0): 0, (TOPIC, 1): 56}
-            assert running.broker.partition_log(TOPIC, 1).dir.parent == where[1]
+            broker = running.broker
+            source = broker.partition_log(TOPIC, 0).dir.parent
+            target = next(d for d in dirs if d != source)
+            offsets = produce(conn, 0, 300)
+            assert alter_log_dirs(conn, [(str(target), TOPIC, [0])]) == {(TOPIC, 0): 0}
+            # the future log exists once the request is answered, as in Kafka
+            assert [p.name for p in target.iterdir() if p.name.endswith("-future")]
+            # asking again for the same dir while the move is under way: NONE, nothing new
+            assert alter_log_dirs(conn, [(str(target), TOPIC, [0])]) == {(TOPIC, 0): 0}
+            deadline = time.monotonic() + 30
+            while broker.partition_log(TOPIC, 0).dir.parent != target:
+                assert time.monotonic() < deadline, "the move did not finish"
+                offsets += produce(conn, 0, 5, start=len(offsets))
+                time.sleep(0.02)  # a steady load the copy can overtake, as Kafka's future log must
+            during = len(offsets)
+            offsets += produce(conn, 0, 10, start=len(offsets))
+            assert offsets == list(range(len(offsets)))  # nothing lost, nothing doubled
+            moved = broker.partition_log(TOPIC, 0)
+            assert moved.dir == target / f"{TOPIC}-0" and moved.log_end_offset == len(offsets)
+            assert not (source / f"{TOPIC}-0").exists()
+            assert not [p for d in dirs for p in d.iterdir() if p.name.endswith("-future")]
+            [old] = [p for p in source.iterdir() if p.name.startswith(f"{TOPIC}-0.") and p.name.endswith("-delete")]
+            # the batches were copied as they were: the old log is a prefix of the new one
+            old_batches, new_batches = batches_in(old), batches_in(moved.dir)
+            assert len(old_batches) >= 300 and new_batches[:len(old_batches)] == old_batches
+            assert len(new_batches) == len(offsets) and len(old_batches) <= during
+            assert during > 300  # some were produced while the copy went on
+            # the metadata names the new dir's id, as Kafka's controller records it after the
+            # broker's AssignReplicasToDirs (which follows the swap)
+            store = broker.metadata_store
+            while store.partition_states(TOPIC)[0].directories != [store.directory_ids[target]]:
+                assert time.monotonic() < deadline, "the new directory was not recorded"
+                time.sleep(0.05)
+            # and the other partition stayed where it was
+            assert broker.partition_log(TOPIC, 1).dir.parent == target
+        finally:
+            conn.close()
+
+
+def test_alter_replica_log_dirs_back_to_the_current_dir_cancels(tmp_path, monkeypatch) -> None:
+    dirs = [tmp_path / "a", tmp_path / "b"]
+    gate = threading.Event()
+    real_step = replica_log_dirs._copy_step
+
+    def slow_step(*args):
+        gate.wait(10)  # hold the copy until the cancellation is in
+        return real_step(*args)
+
+    monkeypatch.setattr(replica_log_dirs, "_copy_step", slow_step)
+    monkeypatch.setattr(replica_log_dirs, "FINAL_BYTES", 1024)
+    with running_broker(log_dir=dirs[0], **{"log.dirs": ",".join(map(str, dirs))}) as running:
+        conn = BrokerConnection(running.host, running.port)
+        try:
+            cls = request_class(19)
+            conn.send(19, cls(topics=[cls.CreatableTopic(name=TOPIC, num_partitions=1, replication_factor=1)],
+                              timeout_ms=30000))
+            broker = running.broker
+            source = broker.partition_log(TOPIC, 0).dir.parent
+            target = next(d for d in dirs if d != source)
+            produce(conn, 0, 50)
+            assert alter_log_dirs(conn, [(str(target), TOPIC, [0])]) == {(TOPIC, 0): 0}
+            assert alter_log_dirs(conn, [(str(source), TOPIC, [0])]) == {(TOPIC, 0): 0}
+            gate.set()
+            deadline = time.monotonic() + 10
+            while [p for p in target.iterdir() if p.name.endswith("-future")]:
+                assert time.monotonic() < deadline, "the future log was not dropped"
+                time.sleep(0.05)
+            assert broker.partition_log(TOPIC, 0).dir.parent == source
+            assert produce(conn, 0, 1, start=50) == [50]
         finally:
             conn.close()
 
