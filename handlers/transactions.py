@@ -248,18 +248,31 @@ async def handle_txn_offset_commit(ctx: RequestContext, header, request) -> obje
         code = coordinator.txn_offset_commit(request.transactional_id, request.group_id, request.producer_id,
                                              request.producer_epoch, generation, member, instance, version, commits)
     code = _fenced(code, version, 3)
-    topics = [
-        Topic(t, [
-            Partition(partition_index=p.partition_index,
-                      error_code=int(ErrorCode.UNKNOWN_TOPIC_ID if id(t) in unknown_ids
-                                     else ErrorCode.TOPIC_AUTHORIZATION_FAILED if t.name in refused
-                                     else ErrorCode.UNKNOWN_TOPIC_OR_PARTITION if (t.name, p.partition_index) in unknown
-                                     else code if code != ErrorCode.NONE or (t.name, p.partition_index) not in too_large
-                                     else ErrorCode.OFFSET_METADATA_TOO_LARGE))
-            for p in t.partitions])
-        for t in request.topics
-    ]
-    return TxnOffsetCommitResponse(throttle_time_ms=0, topics=topics)
+    # KafkaApis answers what it refuses itself first (unknown topic id, topic authorization, unknown
+    # topic or partition), as it meets them, then merges in the coordinator's results: appended to
+    # a topic already answered, else as new topics after
+    answered: dict[Any, tuple[Any, list]] = {}  # by the request topic's key: name, or id from v6
+
+    def answer(t: Any, index: int, error: ErrorCode) -> None:
+        key = t.topic_id if version >= 6 else t.name
+        answered.setdefault(key, (t, []))[1].append(Partition(partition_index=index, error_code=int(error)))
+
+    from_coordinator = []
+    for t in request.topics:
+        for p in t.partitions:
+            tp = (t.name, p.partition_index)
+            if id(t) in unknown_ids:
+                answer(t, p.partition_index, ErrorCode.UNKNOWN_TOPIC_ID)
+            elif t.name in refused:
+                answer(t, p.partition_index, ErrorCode.TOPIC_AUTHORIZATION_FAILED)
+            elif tp in unknown:
+                answer(t, p.partition_index, ErrorCode.UNKNOWN_TOPIC_OR_PARTITION)
+            else:
+                from_coordinator.append((t, p.partition_index, code if code != ErrorCode.NONE or tp not in too_large
+                                         else ErrorCode.OFFSET_METADATA_TOO_LARGE))
+    for t, index, error in from_coordinator:
+        answer(t, index, error)
+    return TxnOffsetCommitResponse(throttle_time_ms=0, topics=[Topic(t, parts) for t, parts in answered.values()])
 
 
 # ====================================================================== admin

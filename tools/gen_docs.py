@@ -84,10 +84,16 @@ def configuration_page() -> str:
     return "\n".join(lines) + "\n"
 
 
+def _range(r: tuple[int, int] | None) -> str:
+    return "–" if r is None else f"{r[0]}–{r[1]}"
+
+
 def protocol_page() -> str:
-    """docs/protocol.md: every Kafka API with Kafka's versions and what Odradek serves."""
+    """docs/protocol.md: every Kafka API, what Kafka 4.4 serves beside what Odradek serves, and why they differ."""
     from ..handlers.registry import REGISTRY, load_handlers
+    from ..kraft.features import supported_feature_ranges
     from ..wire.protocol import API_NAMES, supported_versions
+    from . import kafka_reference as ref
 
     load_handlers()
     served = sum(1 for key in API_NAMES if key in REGISTRY)
@@ -96,28 +102,55 @@ def protocol_page() -> str:
         "",
         _GENERATED,
         "",
-        "Every API of Kafka 4.1 (and 3.9's older versions), the versions Kafka's message definitions",
-        "have, and the versions Odradek's handlers serve. ApiVersions advertises exactly the served",
-        "ranges (from the handler registry), so clients negotiate within them. *advertised from* is",
-        "lower than *served from* where Kafka does the same (it lists old versions it then rejects).",
+        "Every API in Kafka's message definitions (4.4.0, with the older versions of 4.1.1 and 3.9.1),",
+        f"the versions a default Kafka {ref.KAFKA_VERSION} node advertises on its broker listener, and the",
+        "versions Odradek's handlers serve. ApiVersions advertises exactly the served ranges (from the",
+        "handler registry), so clients negotiate within them. *advertised from* is lower than *served",
+        "from* where Kafka does the same (it lists old versions it then rejects). Where Odradek differs",
+        "from Kafka the last column says why; `compat-tests/test_kafka44_reference.py` asks a live",
+        f"Kafka {ref.KAFKA_VERSION} and Odradek and fails on a difference without a reason here.",
         "",
-        f"{served} of {len(API_NAMES)} APIs are served.",
+        f"{served} of {len(API_NAMES)} APIs are served; Kafka {ref.KAFKA_VERSION} advertises"
+        f" {len(ref.API_VERSIONS)}.",
         "",
-        "| key | API | Kafka versions | Odradek serves | status |",
-        "|---|---|---|---|---|",
+        f"| key | API | Kafka {ref.KAFKA_VERSION} | Odradek serves | status | why different |",
+        "|---|---|---|---|---|---|",
     ]
     for key in sorted(API_NAMES):
-        lo, hi = supported_versions(key)
+        kafka = ref.API_VERSIONS.get(key)
         handler = REGISTRY.get(key)
+        ours = None if handler is None else (handler.advertised_min, handler.max_version)
+        why = ref.DIFFERENCES.get(key, "") if ours != kafka else ""
         if handler is None:
-            lines.append(f"| {key} | {API_NAMES[key]} | {lo}–{hi} | – | not served |")
+            lines.append(f"| {key} | {API_NAMES[key]} | {_range(kafka)} | – | not served | {why} |")
             continue
         served_text = f"{handler.min_version}–{handler.max_version}"
         if handler.advertised_min != handler.min_version:
             served_text += f" (advertised from {handler.advertised_min})"
-        full = handler.min_version <= lo and handler.max_version >= hi
+        lo, hi = kafka if kafka is not None else supported_versions(key)
+        full = handler.advertised_min <= lo and handler.max_version >= hi
         status = "served" if full else "served (part of the range)"
-        lines.append(f"| {key} | {API_NAMES[key]} | {lo}–{hi} | {served_text} | {status} |")
+        lines.append(f"| {key} | {API_NAMES[key]} | {_range(kafka)} | {served_text} | {status} | {why} |")
+    ranges = supported_feature_ranges()
+    lines += [
+        "",
+        "## Features",
+        "",
+        "ApiVersions v3+ reports the features the node supports and those the cluster finalized, as",
+        f"Kafka {ref.KAFKA_VERSION} does (v3 leaves out features whose minimum is 0). A cluster formatted by",
+        "`odradek storage format` finalizes what `kafka-storage format` of the same release finalizes.",
+        "share.version and streams.version are finalized as Kafka does although the share-group and",
+        "streams-group APIs are not served yet: a client that tries those groups is refused the API.",
+        "",
+        f"| feature | Kafka {ref.KAFKA_VERSION} supports | Odradek supports | finalized when formatted |",
+        "|---|---|---|---|",
+    ]
+    finalized = dict(ref.FINALIZED_FEATURES)
+    for name, lo, hi in ref.SUPPORTED_FEATURES:
+        ours = ranges.get(name)
+        lines.append(f"| {name} | {lo}–{hi} | {_range(ours)} | {finalized.get(name, 0)} |")
+    lines += ["", "Differences:", ""]
+    lines += [f"* {field}: {why}" for field, why in ref.FEATURE_DIFFERENCES.items()]
     return "\n".join(lines) + "\n"
 
 
