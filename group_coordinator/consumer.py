@@ -57,6 +57,16 @@ class ConsumerMember:
     session_deadline: float = 0.0
     revocation_deadline: float | None = None
     last_sent: TopicPartitions | None = None
+    # (topic, partition) -> the assignment epoch at which the member got each partition it holds
+    # or is revoking (Kafka 4.4's AssignmentEpochs): a commit with an older member epoch is
+    # still accepted for partitions held since then
+    epochs: dict[tuple[str, int], int] = field(default_factory=dict)
+
+    def held_since(self, topic: str, partition: int) -> int | None:
+        """The assignment epoch of a partition the member holds or is revoking, else None."""
+        if partition in self.assigned.get(topic, ()) or partition in self.pending_revocation.get(topic, ()):
+            return self.epochs.get((topic, partition), self.member_epoch)
+        return None
 
 
 def _copy(tp: TopicPartitions) -> TopicPartitions:
@@ -76,6 +86,11 @@ def _union(a: TopicPartitions, b: TopicPartitions) -> TopicPartitions:
 
 def _empty(tp: TopicPartitions) -> bool:
     return not any(tp.values())
+
+
+def _keep_epochs(member: ConsumerMember) -> None:
+    """Forget the assignment epochs of partitions the member neither holds nor revokes."""
+    member.epochs = {tp: e for tp, e in member.epochs.items() if member.held_since(*tp) is not None}
 
 
 @dataclass
@@ -140,9 +155,13 @@ class ConsumerGroup:
     # ---------------------------------------------------------------- validation for offsets
 
     def validate_offset_commit(self, member_id: str, member_epoch: int, api_version: int, *,
-                               instance_id: str | None = None, transactional: bool = False) -> None:
+                               instance_id: str | None = None, transactional: bool = False,
+                               partitions: list[tuple[str, int]] | None = None) -> None:
         """Kafka's ConsumerGroup.validateOffsetCommit for an OffsetCommit or (`transactional`) a
-        TxnOffsetCommit; raises GroupError."""
+        TxnOffsetCommit of `partitions` (topic, partition); raises GroupError.
+
+        An older member epoch than the member's is accepted when every partition has been held
+        since that epoch or before (Kafka 4.4); without `partitions` it is refused."""
         if member_epoch < 0 and not self.members:
             return  # the admin client or a consumer without group management, to an empty group
         if transactional and member_epoch == -1 and not member_id and instance_id is None:
@@ -157,12 +176,24 @@ class ConsumerGroup:
             # carries the member epoch in its generation id field, so Kafka exempts it.
             raise GroupError(ErrorCode.UNSUPPORTED_VERSION,
                              "OffsetCommit version 9 or above must be used by members using the consumer group protocol")
-        if member_epoch != member.member_epoch:
-            # TxnOffsetCommit before v6 has no STALE_MEMBER_EPOCH: Kafka answers ILLEGAL_GENERATION.
-            stale = not transactional or api_version >= 6
-            code = ErrorCode.STALE_MEMBER_EPOCH if stale else ErrorCode.ILLEGAL_GENERATION
+        if member_epoch == member.member_epoch:
+            return
+        # TxnOffsetCommit before v6 has no STALE_MEMBER_EPOCH: Kafka answers ILLEGAL_GENERATION.
+        code = ErrorCode.STALE_MEMBER_EPOCH if not transactional or api_version >= 6 else ErrorCode.ILLEGAL_GENERATION
+        if member_epoch > member.member_epoch:
+            raise GroupError(code, f"Received member epoch {member_epoch} is newer than current member epoch "
+                                   f"{member.member_epoch}.")
+        if partitions is None:
             raise GroupError(code, f"The received member epoch {member_epoch} does not match "
                                    f"the expected member epoch {member.member_epoch}.")
+        for topic, partition in partitions:
+            since = member.held_since(topic, partition)
+            if since is None:
+                raise GroupError(code, f"Partition {topic}-{partition} is not assigned or pending revocation "
+                                       "for member.")
+            if member_epoch < since:
+                raise GroupError(code, f"Received member epoch {member_epoch} is older than assignment epoch "
+                                       f"{since} for partition {topic}-{partition}.")
 
     def validate_offset_fetch(self, member_id: str, member_epoch: int) -> None:
         member = self.members.get(member_id)
@@ -276,6 +307,7 @@ class ConsumerGroup:
                 return  # still waiting for the member to give the partitions up
             member.pending_revocation = {}
             member.revocation_deadline = None
+            _keep_epochs(member)
         target = self.target.get(member.member_id, {})
         revoke = _minus(member.assigned, target)
         if revoke:
@@ -294,6 +326,10 @@ class ConsumerGroup:
         wanted = _minus(target, member.assigned)
         free = _minus(wanted, held)
         member.assigned = _union(member.assigned, free)
+        for topic, partitions in free.items():
+            for partition in partitions:
+                member.epochs[(topic, partition)] = self.assignment_epoch
+        _keep_epochs(member)
         member.state = STABLE if _empty(_minus(target, member.assigned)) else UNRELEASED_PARTITIONS
 
     def remove_member(self, member_id: str, reason: str, recompute: bool = True) -> None:
@@ -332,12 +368,17 @@ def desired_records(group: ConsumerGroup, topic_id: Callable[[str], object | Non
     out: dict[int, list[tuple[bytes, bytes]]] = {v: [] for v in _KEY_ORDER}
     gid = group.group_id
 
-    def partitions(cls: type, tps: TopicPartitions) -> list:
+    def partitions(cls: type, tps: TopicPartitions, member: ConsumerMember | None = None) -> list:
         items = []
         for name in sorted(tps):
             tid = topic_id(name)
             if tid is not None and tps[name]:
-                items.append(cls(topic_id=tid, partitions=sorted(tps[name])))
+                ps = sorted(tps[name])
+                if member is None:
+                    items.append(cls(topic_id=tid, partitions=ps))
+                else:  # a current assignment names each partition's assignment epoch, as Kafka 4.4's does
+                    items.append(cls(topic_id=tid, partitions=ps,
+                                     assignment_epochs=[member.held_since(name, p) for p in ps]))
         return items
 
     member_cls = rec.consumer_group_value_class(rec.CONSUMER_GROUP_MEMBER_METADATA_KEY_VERSION)
@@ -355,8 +396,8 @@ def desired_records(group: ConsumerGroup, topic_id: Callable[[str], object | Non
         v = rec.CONSUMER_GROUP_CURRENT_MEMBER_ASSIGNMENT_KEY_VERSION
         out[v].append((rec.consumer_group_key(v, group_id=gid, member_id=m.member_id), rec.consumer_group_value(v, current_cls(
             member_epoch=m.member_epoch, previous_member_epoch=m.previous_member_epoch, state=STATE_VALUES[m.state],
-            assigned_partitions=partitions(current_cls.TopicPartitions, m.assigned),
-            partitions_pending_revocation=partitions(current_cls.TopicPartitions, m.pending_revocation)))))
+            assigned_partitions=partitions(current_cls.TopicPartitions, m.assigned, m),
+            partitions_pending_revocation=partitions(current_cls.TopicPartitions, m.pending_revocation, m)))))
     v = rec.CONSUMER_GROUP_METADATA_KEY_VERSION
     out[v].append((rec.consumer_group_key(v, group_id=gid),
                    rec.consumer_group_value(v, rec.consumer_group_value_class(v)(epoch=group.group_epoch))))
@@ -412,6 +453,12 @@ def group_from_records(group_id: str, found: dict[int, dict[str, object]], topic
         member.state = states.get(v.state, STABLE)
         member.assigned = names(v.assigned_partitions)
         member.pending_revocation = names(v.partitions_pending_revocation)
+        for tp in [*v.assigned_partitions, *v.partitions_pending_revocation]:
+            name = topic_name(tp.topic_id)
+            epochs = getattr(tp, "assignment_epochs", None)
+            # without (or with a mismatched list of) epochs Kafka takes the member epoch for all
+            if name is not None and epochs is not None and len(epochs) == len(tp.partitions):
+                member.epochs.update({(name, p): e for p, e in zip(tp.partitions, epochs, strict=True)})
     names_ = {m.server_assignor for m in group.members.values() if m.server_assignor}
     group.assignor_name = sorted(names_)[0] if names_ else DEFAULT_ASSIGNOR
     return group

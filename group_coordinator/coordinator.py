@@ -934,14 +934,17 @@ class GroupCoordinator:
     # ================================================================== offsets
 
     def validate_offset_commit(self, group_id: str, generation_id: int, member_id: str,
-                               instance_id: str | None, api_version: int, *, transactional: bool = False) -> Group:
+                               instance_id: str | None, api_version: int, *, transactional: bool = False,
+                               partitions: list[tuple[str, int]] | None = None) -> Group:
         """The group an OffsetCommit (or, `transactional`, a TxnOffsetCommit) may write to; a simple
         group is created for consumers without group management. Raises GroupError.
 
         Kafka's OffsetMetadataManager validates both through the group's validateOffsetCommit, which
         relaxes three rules for transactional commits: no OffsetCommit-v9 requirement for consumer
         protocol members, memberless commits to a classic group with members, and commits while a
-        classic group completes a rebalance. Transactional commits do not count as a heartbeat."""
+        classic group completes a rebalance. Transactional commits do not count as a heartbeat.
+        `partitions` (topic, partition) lets a consumer group member commit with an older member
+        epoch for partitions it has held since then (Kafka 4.4)."""
         self._check_active()
         group = self.groups.get(group_id)
         if group is None:
@@ -956,7 +959,7 @@ class GroupCoordinator:
             return group
         if isinstance(group, ConsumerGroup):
             group.validate_offset_commit(member_id, generation_id, api_version, instance_id=instance_id,
-                                         transactional=transactional)
+                                         transactional=transactional, partitions=partitions)
             return group
         if group.is_in(GroupState.DEAD):
             raise GroupError(ErrorCode.COORDINATOR_NOT_AVAILABLE)

@@ -492,7 +492,8 @@ class TransactionCoordinator:
             return ErrorCode.INVALID_PRODUCER_ID_MAPPING
         if meta.producer_epoch != producer_epoch:
             return ErrorCode.INVALID_PRODUCER_EPOCH
-        code = self.groups.validate(group_id, generation_id, member_id, instance_id, api_version)
+        code = self.groups.validate(group_id, generation_id, member_id, instance_id, api_version,
+                                    [(topic, partition) for topic, partition, *_ in commits])
         if code != ErrorCode.NONE:
             return code
         return self.groups.append_pending(group_id, producer_id, producer_epoch, commits, now)

@@ -53,7 +53,7 @@ class GroupOffsets:
         return groups.partition_for(group_id)
 
     def validate(self, group_id: str, generation_id: int, member_id: str, instance_id: str | None,
-                 api_version: int) -> ErrorCode:
+                 api_version: int, partitions: list[tuple[str, int]] | None = None) -> ErrorCode:
         """The group coordinator's checks (generation, member) for a TxnOffsetCommit: those of
         OffsetCommit with Kafka's transactional exemptions."""
         groups = self._groups()
@@ -61,7 +61,7 @@ class GroupOffsets:
             return ErrorCode.COORDINATOR_NOT_AVAILABLE
         try:
             groups.validate_offset_commit(group_id, generation_id, member_id, instance_id, api_version,
-                                          transactional=True)
+                                          transactional=True, partitions=partitions)
         except Exception as exc:
             code = getattr(exc, "code", None)
             if code is None:

@@ -138,6 +138,9 @@ def test_consumer_group_state_is_written_and_reloaded(tmp_path):
         assert group.group_epoch == group.assignment_epoch == 2
         assert group.members["B"].assigned == {"t": {2, 3}} and group.members["A"].assigned == {"t": {0, 1}}
         assert group.members["A"].rack_id == "r1" and group.members["A"].client_host == "/10.0.0.1"
+        # the assignment epochs (Kafka 4.4's AssignmentEpochs) come back too
+        assert group.members["A"].epochs == {("t", 0): 1, ("t", 1): 1}
+        assert group.members["B"].epochs == {("t", 2): 2, ("t", 3): 2}
         assert group.state_name() == "Stable"
         # the member carries on with its epoch after the restart
         again = beat(c, "B", state["b_epoch"], owned={"t": {2, 3}})
@@ -219,5 +222,47 @@ def test_transactional_commit_of_a_consumer_protocol_member():
         with pytest.raises(GroupError) as err:
             c.validate_offset_commit("none", 1, "A", None, 5, transactional=True)
         assert err.value.code == E.ILLEGAL_GENERATION
+
+    run_with_coordinator(None, scenario)
+
+
+def test_commit_with_an_older_member_epoch_for_partitions_held_since_then():
+    """Kafka 4.4 accepts an offset commit whose member epoch is older than the member's when each
+    partition has been assigned to it since that epoch or before (AssignmentEpochs); otherwise
+    STALE_MEMBER_EPOCH, or ILLEGAL_GENERATION for TxnOffsetCommit before v6."""
+    async def scenario(c):
+        c.topic_partition_count = _Topics({"t": 4})
+
+        def beat(member, epoch, owned=None, topics=None):
+            return c.consumer_group_heartbeat(
+                group_id="cg", api_version=1, member_id=member, member_epoch=epoch, instance_id=None,
+                rack_id=None, rebalance_timeout_ms=5000, subscribed_topic_names=topics,
+                subscribed_topic_regex=None, server_assignor=None, owned=owned, client_id="c", client_host="/h")
+
+        def code(member, epoch, partitions, transactional=False, version=9):
+            try:
+                c.validate_offset_commit("cg", epoch, member, None, version, transactional=transactional,
+                                         partitions=[("t", p) for p in partitions])
+            except GroupError as exc:
+                return exc.code
+            return E.NONE
+
+        beat("A", 0, topics=["t"])                   # A: epoch 1, t-0..3 since epoch 1
+        beat("B", 0, topics=["t"])                   # group epoch 2
+        beat("A", 1, owned={"t": {0, 1, 2, 3}})      # A revokes t-2, t-3 (still epoch 1)
+        assert code("A", 1, [2, 3]) == E.NONE        # pending revocation: still A's to commit
+        assert beat("A", 1, owned={"t": {0, 1}}).member_epoch == 2
+        assert beat("B", 2, owned={}).assignment == {"t": {2, 3}}
+        assert code("A", 1, [0, 1]) == E.NONE        # held since epoch 1
+        assert code("A", 1, [0, 2]) == E.STALE_MEMBER_EPOCH  # t-2 went to B
+        assert code("B", 1, [2]) == E.STALE_MEMBER_EPOCH     # B has held t-2 since epoch 2
+        assert code("B", 2, [2]) == E.NONE
+        assert code("A", 3, [0]) == E.STALE_MEMBER_EPOCH     # newer than the member's
+        assert code("A", 1, [0], transactional=True, version=4) == E.NONE
+        assert code("A", 1, [2], transactional=True, version=4) == E.ILLEGAL_GENERATION
+        assert code("A", 1, [0], version=9) == E.NONE
+        # without the partitions (a caller that cannot say) an older epoch is refused
+        with pytest.raises(GroupError):
+            c.validate_offset_commit("cg", 1, "A", None, 9)
 
     run_with_coordinator(None, scenario)
