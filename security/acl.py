@@ -405,6 +405,11 @@ def enforce(ctx: Any, header: Any, body: Any) -> Post | None:
                 error_message=f"Request AlterUserScramCredentials from {principal} is not authorized.")
                 for name in users]))
         return None
+    if key in _CLUSTER_ADMIN:
+        op = _CLUSTER_ADMIN[key]
+        if not allowed(op, RT_CLUSTER, CLUSTER_NAME):
+            raise Denied(_cluster_admin_denied(key, cls, body, header.api_name or "", _OP_NAMES[op]))
+        return None
     # everything else: describing APIs need DESCRIBE on the cluster, the others ALTER
     api = header.api_name or ""
     op = OP_DESCRIBE if api.startswith(("Describe", "List", "Get")) or key == 32 else OP_ALTER
@@ -461,6 +466,44 @@ def _produce_error(cls: Any, body: Any, code: ErrorCode) -> Any:
                                          log_append_time_ms=-1, log_start_offset=-1)
             for p in t.partition_data])
         for t in body.topic_data])
+
+
+# Controller and replica admin APIs (issue #23): the cluster operation each needs, and the error
+# answer Kafka builds for a refusal (each request's getErrorResponse)
+_CLUSTER_ADMIN = {43: OP_ALTER, 45: OP_ALTER, 46: OP_DESCRIBE, 55: OP_DESCRIBE, 64: OP_ALTER, 80: OP_ALTER,
+                  81: OP_ALTER, 34: OP_ALTER, 74: OP_DESCRIBE_CONFIGS}
+_OP_NAMES = {OP_ALTER: "ALTER", OP_DESCRIBE: "DESCRIBE", OP_DESCRIBE_CONFIGS: "DESCRIBE_CONFIGS"}
+_CLUSTER_DENIED = "Cluster authorization failed."
+
+
+def _cluster_admin_denied(key: int, cls: Any, body: Any, api: str, op: str) -> Any:
+    code = int(ErrorCode.CLUSTER_AUTHORIZATION_FAILED)
+    # AuthHelper.authorizeClusterOperation's message names the request (its connection details
+    # are Kafka's own) and the operation
+    message = f"Request {api} needs {op} permission."
+    if key == 43:  # ElectLeaders
+        return cls(error_code=code, replica_election_results=[cls.ReplicaElectionResult(topic=t.topic, partition_result=[
+            cls.PartitionResult(partition_id=p, error_code=code, error_message=message) for p in t.partitions])
+            for t in body.topic_partitions or []])
+    if key == 45:  # AlterPartitionReassignments
+        return cls(error_code=code, error_message=message, responses=[cls.ReassignableTopicResponse(
+            name=t.name, partitions=[cls.ReassignablePartitionResponse(partition_index=p.partition_index,
+                                                                        error_code=code, error_message=message)
+                                     for p in t.partitions]) for t in body.topics])
+    if key == 46:  # ListPartitionReassignments
+        return cls(error_code=code, error_message=message, topics=[cls.OngoingTopicReassignment(
+            name=t.name, partitions=[cls.OngoingPartitionReassignment(partition_index=i) for i in t.partition_indexes])
+            for t in body.topics or []])
+    if key == 34:  # AlterReplicaLogDirs: every partition, no message
+        return cls(results=[cls.AlterReplicaLogDirTopicResult(topic_name=t.name, partitions=[
+            cls.AlterReplicaLogDirPartitionResult(partition_index=p, error_code=code) for p in t.partitions])
+            for d in body.dirs for t in d.topics])
+    if key == 64:  # UnregisterBroker: the exception's own message
+        return cls(error_code=code, error_message=message)
+    if key == 74:  # ListConfigResources
+        return cls(error_code=code)
+    # DescribeQuorum, AddRaftVoter, RemoveRaftVoter: the error's default message
+    return cls(error_code=code, error_message=_CLUSTER_DENIED)
 
 
 def _error_body(cls: Any, code: ErrorCode) -> Any:
