@@ -305,3 +305,105 @@ def test_produce_refusals_answer_like_kafka(broker_factory, kafka_broker_factory
     theirs = _refusals(kafka)
     kafka.stop()
     assert ours == theirs
+
+
+# ------------------------------------------------------------------ commits with older member epochs
+
+
+def _older_epoch_commits(broker) -> list[tuple]:
+    """Two consumer-protocol members share a topic; then transactional offset commits with the
+    members' older and current epochs, as raw requests: (step, per-partition error codes)."""
+    from odradek.tools.client import BrokerConnection
+    from odradek.wire.protocol import request_class
+
+    topic, group, txn = "epochs", "epochs-group", "epochs-txn"
+    _create(broker.bootstrap, topic, 4)
+    c = BrokerConnection(broker.host, broker.port)
+    HB, Find, Init, AddOffsets, Commit, End = (request_class(k) for k in (68, 10, 22, 25, 28, 26))
+
+    def retried(api_key: int, version: int, body, code_of=lambda r: r.error_code):
+        for _ in range(150):  # coordinators of a fresh broker need a moment
+            answer = c.send(api_key, body, version)
+            if code_of(answer) not in (14, 15, 16, 51):
+                return answer
+            time.sleep(0.1)
+        return answer
+
+    for key_type, key in ((0, group), (1, txn)):
+        retried(10, 4, Find(key_type=key_type, coordinator_keys=[key]), lambda r: r.coordinators[0].error_code)
+    members: dict[str, dict] = {}
+
+    def beat(name: str) -> None:
+        m = members.setdefault(name, {"epoch": 0, "owned": None, "assigned": []})
+        joining = m["epoch"] == 0
+        owned = None if m["owned"] is None else [HB.TopicPartitions(topic_id=t, partitions=ps) for t, ps in m["owned"]]
+        r = retried(68, 1, HB(group_id=group, member_id=f"{name}-member-id-0000000", member_epoch=m["epoch"],
+                              rebalance_timeout_ms=30_000, server_assignor="range",
+                              subscribed_topic_names=[topic] if joining else None,
+                              topic_partitions=owned if owned is not None else ([] if joining else None)))
+        assert r.error_code == 0, (name, r.error_code, r.error_message)
+        m["epoch"] = r.member_epoch
+        if r.assignment is not None:  # the client takes the assignment: it owns it from now on
+            m["owned"] = [(tp.topic_id, sorted(tp.partitions)) for tp in r.assignment.topic_partitions]
+            m["assigned"] = sorted(p for tp in r.assignment.topic_partitions for p in tp.partitions)
+
+    def settle(names: list[str]) -> None:
+        """Heartbeat until every member holds partitions, all 4 are held, twice the same (Kafka 4.4
+        computes assignments at most every group.consumer.assignment.interval.ms)."""
+        last = None
+        for _ in range(100):
+            for name in names:
+                beat(name)
+            now = [(members[n]["epoch"], members[n]["assigned"]) for n in names]
+            if now == last and all(a for _, a in now) and sum(len(a) for _, a in now) == 4:
+                return
+            last = now
+            time.sleep(0.2)
+        raise AssertionError(f"the group did not settle: {members}")
+
+    beat("a")
+    settle(["a"])
+    first_epoch = members["a"]["epoch"]
+    beat("b")
+    settle(["a", "b"])
+    a, b = members["a"], members["b"]
+    init = retried(22, 4, Init(transactional_id=txn, transaction_timeout_ms=60_000))
+    pid, pepoch = init.producer_id, init.producer_epoch
+    assert retried(25, 3, AddOffsets(transactional_id=txn, producer_id=pid, producer_epoch=pepoch,
+                                     group_id=group)).error_code == 0
+
+    def commit(name: str, epoch: int, partitions: list[int]) -> list[int]:
+        T = Commit.TxnOffsetCommitRequestTopic
+        r = c.send(28, Commit(transactional_id=txn, group_id=group, producer_id=pid, producer_epoch=pepoch,
+                              generation_id_or_member_epoch=epoch, member_id=f"{name}-member-id-0000000",
+                              topics=[T(name=topic, partitions=[Commit.TxnOffsetCommitRequestPartition(
+                                  partition_index=p, committed_offset=1) for p in partitions])]), 4)
+        return [p.error_code for t in r.topics for p in t.partitions]
+
+    # epochs are compared by order only: Kafka 4.4 may bump the group epoch more than once per join
+    out = [("epochs", (first_epoch < a["epoch"], a["epoch"] == b["epoch"], a["assigned"], b["assigned"])),
+           ("a, first epoch, its partitions", commit("a", first_epoch, a["assigned"])),
+           ("a, first epoch, b's partition", commit("a", first_epoch, b["assigned"][:1])),
+           ("b, first epoch", commit("b", first_epoch, b["assigned"])),
+           ("a, current epoch", commit("a", a["epoch"], a["assigned"])),
+           ("a, newer epoch", commit("a", a["epoch"] + 1, a["assigned"]))]
+    c.send(26, End(transactional_id=txn, producer_id=pid, producer_epoch=pepoch, committed=False), 3)
+    c.close()
+    return out
+
+
+def test_transactional_commit_with_an_older_member_epoch_like_kafka(broker_factory, kafka_broker_factory) -> None:
+    """Kafka 4.4 accepts a member's (transactional) commit with an older member epoch for the
+    partitions it has held since that epoch, and refuses it for others (ILLEGAL_GENERATION
+    before TxnOffsetCommit v6), as Odradek does."""
+    odradek = _start(broker_factory, "odradek")
+    ours = _older_epoch_commits(odradek)
+    odradek.stop()
+    kafka = _start(broker_factory, "kafka")
+    theirs = _older_epoch_commits(kafka)
+    kafka.stop()
+    assert ours == theirs
+    codes = dict(ours)
+    assert set(codes["a, first epoch, its partitions"]) == {0} and set(codes["a, current epoch"]) == {0}
+    assert set(codes["a, first epoch, b's partition"]) == {KafkaError.ILLEGAL_GENERATION}
+    assert set(codes["b, first epoch"]) == {KafkaError.ILLEGAL_GENERATION}
