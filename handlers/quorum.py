@@ -11,13 +11,17 @@ from __future__ import annotations
 
 import time
 import weakref
+from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
 import trio
 
+from ..kraft.records import decode_control_value
 from ..wire.errors import ErrorCode
 from ..wire.primitives import Uuid
 from ..wire.protocol import response_class, supported_versions
+from ..wire.records import ControlRecordType, iter_batches, parse_control_record_key
 from .common import advertised_endpoint
 from .registry import RequestContext, handles
 
@@ -37,45 +41,98 @@ UNKNOWN_PARTITION_MESSAGE = "This server does not host this topic-partition."
 # the default of controller.listener.names' first entry in Kafka's own examples and tools
 DEFAULT_CONTROLLER_LISTENER = "CONTROLLER"
 
-# kraft.version of each store: it changes only through a KRaftVersion control record, which
-# this node never writes, and finding it scans the log after the newest snapshot
-_kraft_versions: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
+@dataclass(frozen=True)
+class Quorum:
+    """The quorum as the metadata log records it: kraft.version and, from 1 on, the VotersRecord's
+    voters as (id, directory id, [(listener, host, port)])."""
+
+    kraft_version: int
+    voters: tuple[tuple[int, Uuid, tuple[tuple[str, str, int], ...]], ...] = ()
 
 
-async def kraft_version(store: Any) -> int:
-    """The metadata log's kraft.version (0: static voter set), read once per store."""
-    version = _kraft_versions.get(store)
-    if version is None:
-        log = store.log
-        version = await trio.to_thread.run_sync(log.kraft_version) if log is not None else 0
-        _kraft_versions[store] = version
-    return version
+# per store: the KRaftVersion and Voters control records change only when a voter is added or
+# removed, which this node never does, and finding them reads the snapshot and the log
+_quorums: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
 
 
-def _voter_directory_id(store: Any, version: int) -> Uuid:
-    # a static voter has no directory id; with kraft.version 1 it is the metadata log dir's
-    if version < 1:
-        return Uuid.ZERO
-    return store.directory_ids.get(store.metadata_log_dir, Uuid.ZERO)
+async def quorum_of(store: Any) -> Quorum:
+    """The metadata log's kraft.version and voter set, read once per store."""
+    quorum = _quorums.get(store)
+    if quorum is None:
+        quorum = await trio.to_thread.run_sync(_read_quorum, store.log) if store.log is not None else Quorum(0)
+        _quorums[store] = quorum
+    return quorum
 
 
-def controller_endpoint(ctx: RequestContext) -> tuple[str, str, int]:
-    """(listener name, host, port) this voter is reached on: its `controller.quorum.voters` entry
+def _read_quorum(md_log: Any) -> Quorum:
+    """The last KRaftVersionRecord and VotersRecord of the newest snapshot and the log after it."""
+    version, voters = 0, None
+    sources: list[tuple[Path, int]] = []
+    snapshot = md_log.latest_snapshot()
+    start = 0
+    if snapshot is not None:
+        sources.append((md_log.dir / snapshot.file_name, 0))
+        start = snapshot.end_offset
+    sources += [(seg.log_path, start) for seg in list(md_log.plog.segments)]
+    for path, first in sources:
+        data = path.read_bytes()
+        for batch in iter_batches(data):
+            h = batch.header()
+            if not h.attributes & 0x20 or h.base_offset + h.last_offset_delta < first:
+                continue
+            for rec in batch.records():
+                _v, ctype = parse_control_record_key(rec.key)
+                if rec.value is None:
+                    continue
+                if int(ctype) == int(ControlRecordType.KRAFT_VERSION):
+                    version = int(decode_control_value(int(ctype), rec.value).k_raft_version)
+                elif int(ctype) == int(ControlRecordType.KRAFT_VOTERS):
+                    voters = decode_control_value(int(ctype), rec.value).voters
+    if version < 1 or not voters:
+        return Quorum(version)
+    return Quorum(version, tuple((v.voter_id, v.voter_directory_id, tuple((e.name, e.host, e.port) for e in v.endpoints))
+                                 for v in voters))
+
+
+def _voter_directory_id(broker: Any, quorum: Quorum) -> Uuid:
+    # a static voter has no directory id; a dynamic one has the VotersRecord's
+    for voter_id, directory_id, _endpoints in quorum.voters:
+        if voter_id == broker.node_id:
+            return directory_id
+    return Uuid.ZERO
+
+
+def _voter_keys(quorum: Quorum) -> str:
+    """Kafka's printed set of voter keys: [ReplicaKey(id=1, directoryId=...)]."""
+    return "[" + ", ".join(_replica_key(i, d) for i, d, _ in quorum.voters) + "]"
+
+
+def controller_endpoint(ctx: RequestContext, quorum: Quorum) -> tuple[str, str, int]:
+    """(listener name, host, port) this voter is reached on: its VotersRecord's endpoint, its
+    `controller.quorum.voters` entry
     (a static voter set, as Kafka builds it, under the first controller listener name), else a
     listener named in controller.listener.names, else the request's own listener (Odradek
     serves the controller APIs on every listener)."""
     broker = ctx.broker
     names = broker.config.get("controller.listener.names") or []
+    # controller listeners are often left out of advertised.listeners
+    by_name = {lst.name: (lst.advertised_host, lst.port)
+               for lst in broker.config.listeners}
+    by_name.update({lst.name: advertised_endpoint(broker, lst.name) for lst in broker.config.advertised_listeners})
+    for voter_id, _directory_id, endpoints in quorum.voters:
+        # a dynamic quorum (kraft.version 1): the listener its VotersRecord names, where this node
+        # now has it (a Kafka voter whose endpoint moved records the new one with UpdateRaftVoter)
+        if voter_id == broker.node_id and endpoints:
+            name, host, port = endpoints[0]
+            return (name, *by_name.get(name, (host, port)))
     for voter in broker.config.get("controller.quorum.voters") or []:
         node, _, address = voter.partition("@")
         host, _, port = address.rpartition(":")
         if node.strip() == str(broker.node_id) and port.isdigit():
             return (names[0] if names else DEFAULT_CONTROLLER_LISTENER), host.strip("[]"), int(port)
-    by_name = {lst.name: lst for lst in broker.config.advertised_listeners}
     for name in names:
         if name in by_name:
-            host, port = advertised_endpoint(broker, name)
-            return name, host, port
+            return (name, *by_name[name])
     host, port = advertised_endpoint(broker, ctx.listener_name)
     return (names[0] if names else ctx.listener_name), host, port
 
@@ -102,10 +159,11 @@ async def handle_describe_quorum(ctx: RequestContext, header, request) -> object
                             error_message=UNKNOWN_PARTITION_MESSAGE) for p in t.partitions]) for t in topics])
     broker = ctx.broker
     store = broker.metadata_store
-    version = await kraft_version(store)
+    quorum = await quorum_of(store)
     end = store.log.log_end_offset
-    voter = R.ReplicaState(replica_id=broker.node_id, replica_directory_id=_voter_directory_id(store, version),
-                           log_end_offset=end)
+    voter = R.ReplicaState(replica_id=broker.node_id, log_end_offset=end)
+    if header.api_version >= 2:
+        voter.replica_directory_id = _voter_directory_id(broker, quorum)
     if header.api_version >= 1:
         # the leader reports itself as fetched and caught up just now
         now = _wall_ms()
@@ -116,7 +174,7 @@ async def handle_describe_quorum(ctx: RequestContext, header, request) -> object
                                 observers=[])
     nodes = []
     if header.api_version >= 2:
-        name, host, port = controller_endpoint(ctx)
+        name, host, port = controller_endpoint(ctx, quorum)
         nodes = [R.Node(node_id=broker.node_id, listeners=[R.Listener(name=name, host=host, port=port)])]
     return R(error_code=0, topics=[R.TopicData(topic_name=METADATA_TOPIC, partitions=[partition])], nodes=nodes)
 
@@ -149,22 +207,19 @@ async def handle_add_raft_voter(ctx: RequestContext, header, request) -> object:
         return R(error_code=int(ErrorCode.INVALID_REQUEST),
                  error_message=f"Add voter request didn't include the endpoint (Endpoints(endpoints={{{shown}}})) "
                                f"for the default listener ListenerName({listener})")
-    store = ctx.broker.metadata_store
-    version = await kraft_version(store)
-    if version < 1:
+    quorum = await quorum_of(ctx.broker.metadata_store)
+    if quorum.kraft_version < 1:
         return R(error_code=int(ErrorCode.UNSUPPORTED_VERSION),
-                 error_message=f"Cluster doesn't support adding voter because the kraft.version feature is {version}")
-    node = ctx.broker.node_id
-    if request.voter_id == node:
-        voters = _replica_key(node, _voter_directory_id(store, version))
+                 error_message="Cluster doesn't support adding voter because the kraft.version feature is "
+                               f"{quorum.kraft_version}")
+    key = _replica_key(request.voter_id, request.voter_directory_id)
+    if any(voter_id == request.voter_id for voter_id, _, _ in quorum.voters):
         return R(error_code=int(ErrorCode.DUPLICATE_VOTER),
-                 error_message=f"The voter id for {_replica_key(request.voter_id, request.voter_directory_id)} is "
-                               f"already part of the set of voters [{voters}].")
-    # Kafka would now ask the new voter for its ApiVersions and wait for it to catch up: a
-    # single Odradek node takes no second voter, so the change never completes
+                 error_message=f"The voter id for {key} is already part of the set of voters {_voter_keys(quorum)}.")
+    # Kafka now asks the new voter for its ApiVersions and gives up when it gets no answer; a
+    # single Odradek node takes no second voter, so it answers as Kafka does then
     return R(error_code=int(ErrorCode.REQUEST_TIMED_OUT),
-             error_message=f"New voter {_replica_key(request.voter_id, request.voter_directory_id)} is not ready to "
-                           "receive requests")
+             error_message="Aborted add voter operation for since API_VERSIONS returned an error BROKER_NOT_AVAILABLE")
 
 
 @handles(REMOVE_RAFT_VOTER_KEY, 0, supported_versions(REMOVE_RAFT_VOTER_KEY)[1])
@@ -176,16 +231,15 @@ async def handle_remove_raft_voter(ctx: RequestContext, header, request) -> obje
     if request.voter_id < 0 or request.voter_directory_id == Uuid.ZERO:
         return R(error_code=int(ErrorCode.INVALID_REQUEST),
                  error_message="Remove voter request didn't include a valid voter")
-    store = ctx.broker.metadata_store
-    version = await kraft_version(store)
-    if version < 1:
+    quorum = await quorum_of(ctx.broker.metadata_store)
+    if quorum.kraft_version < 1:
         return R(error_code=int(ErrorCode.UNSUPPORTED_VERSION),
-                 error_message=f"Cluster doesn't support removing voter because the kraft.version feature is {version}")
+                 error_message="Cluster doesn't support removing voter because the kraft.version feature is "
+                               f"{quorum.kraft_version}")
     # VoterSet.removeVoter refuses a voter not in the set and the last voter alike
-    voters = _replica_key(ctx.broker.node_id, _voter_directory_id(store, version))
     return R(error_code=int(ErrorCode.VOTER_NOT_FOUND),
              error_message=f"Cannot remove voter {_replica_key(request.voter_id, request.voter_directory_id)} from "
-                           f"the set of voters [{voters}]")
+                           f"the set of voters {_voter_keys(quorum)}")
 
 
 @handles(UNREGISTER_BROKER_KEY, 0, supported_versions(UNREGISTER_BROKER_KEY)[1])

@@ -395,3 +395,36 @@ def test_describe_quorum_names_the_static_voter_endpoint() -> None:
         finally:
             conn.close()
     assert (n.node_id, [(lst.name, lst.host, lst.port) for lst in n.listeners]) == (1, [("CONTROLLER", "127.0.0.1", 19093)])
+
+
+def test_a_dynamic_quorum_is_read_from_its_control_records(tmp_path) -> None:
+    # what `kafka-storage.sh format --standalone` leaves in the metadata log: kraft.version 1 and
+    # the voter with its directory id and CONTROLLER endpoint (later records win)
+    from odradek.handlers.quorum import Quorum, _read_quorum
+    from odradek.kraft.log import MetadataLog
+    from odradek.kraft.records import encode_control_value, new_record
+    from odradek.wire.records import ControlRecordType, control_record_key
+
+    directory = Uuid(bytes(range(1, 17)))
+    voters = new_record("VotersRecord", version=0)
+    voters.voters = [type(voters).Voter(voter_id=1, voter_directory_id=directory, endpoints=[
+        type(voters).Endpoint(name="CONTROLLER", host="127.0.0.1", port=9093)])]
+
+    def control(ctype: ControlRecordType, message) -> SimpleRecord:
+        return SimpleRecord(key=control_record_key(ctype), value=encode_control_value(int(ctype), message))
+
+    md = MetadataLog.open(tmp_path)
+    try:
+        assert _read_quorum(md) == Quorum(0)
+        for offset, version in ((0, 0), (1, 1)):
+            batch = bytearray(build_batch([control(ControlRecordType.KRAFT_VERSION,
+                                                   new_record("KRaftVersionRecord", k_raft_version=version))],
+                                          base_offset=offset, partition_leader_epoch=1, is_control=True))
+            md.plog.append_as_coordinator(batch, 1)
+        assert _read_quorum(md) == Quorum(1)  # kraft.version 1 without a voter set yet
+        md.plog.append_as_coordinator(bytearray(build_batch([control(ControlRecordType.KRAFT_VOTERS, voters)],
+                                                            base_offset=2, partition_leader_epoch=1,
+                                                            is_control=True)), 1)
+        assert _read_quorum(md) == Quorum(1, ((1, directory, (("CONTROLLER", "127.0.0.1", 9093),)),))
+    finally:
+        md.close()
