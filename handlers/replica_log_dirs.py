@@ -208,7 +208,9 @@ async def _run_move(broker: Any, move: Move) -> None:
         paused = True
         await _copy_and_swap(broker, move)
     except Exception as exc:  # noqa: BLE001 - a failed move leaves the replica where it was
-        if not move.cancelled:
+        if move.source.closed:  # the broker stopped or the topic went away
+            log.info("Moving %s-%d to %s stopped: its log was closed", move.topic, move.partition, move.target)
+        elif not move.cancelled:
             log.warning("Moving %s-%d to %s failed: %s", move.topic, move.partition, move.target, exc, exc_info=True)
         move.cancelled = True
     finally:

@@ -428,3 +428,33 @@ def test_a_dynamic_quorum_is_read_from_its_control_records(tmp_path) -> None:
         assert _read_quorum(md) == Quorum(1, ((1, directory, (("CONTROLLER", "127.0.0.1", 9093),)),))
     finally:
         md.close()
+
+
+def test_a_move_under_way_at_shutdown_leaves_no_future_log(tmp_path, monkeypatch) -> None:
+    # Odradek does not resume a move after a restart (Kafka does): a clean stop drops the future log
+    dirs = [tmp_path / "a", tmp_path / "b"]
+    gate = threading.Event()
+    real_step = replica_log_dirs._copy_step
+
+    def held_step(*args):
+        gate.wait(10)
+        return real_step(*args)
+
+    monkeypatch.setattr(replica_log_dirs, "_copy_step", held_step)
+    monkeypatch.setattr(replica_log_dirs, "FINAL_BYTES", 1024)
+    with running_broker(log_dir=dirs[0], **{"log.dirs": ",".join(map(str, dirs))}) as running:
+        conn = BrokerConnection(running.host, running.port)
+        try:
+            cls = request_class(19)
+            conn.send(19, cls(topics=[cls.CreatableTopic(name=TOPIC, num_partitions=1, replication_factor=1)],
+                              timeout_ms=30000))
+            source = running.broker.partition_log(TOPIC, 0).dir.parent
+            target = next(d for d in dirs if d != source)
+            produce(conn, 0, 50)
+            assert alter_log_dirs(conn, [(str(target), TOPIC, [0])]) == {(TOPIC, 0): 0}
+            assert [p for p in target.iterdir() if p.name.endswith("-future")]
+        finally:
+            conn.close()
+        threading.Timer(0.5, gate.set).start()  # the copy step resumes while the broker stops
+    assert not [p for d in dirs for p in d.iterdir() if p.name.endswith("-future")]
+    assert (source / f"{TOPIC}-0").is_dir()
