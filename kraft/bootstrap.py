@@ -7,7 +7,12 @@ SnapshotHeader carries the format time as lastContainedLogTimestamp; the file is
 Releases up to 4.1 wrote `bootstrap.checkpoint` beside the partition dir instead (same batch
 layout, lastContainedLogTimestamp 0); Kafka 4.4 still prefers that file when it exists, and so
 does :func:`read_bootstrap`. Either way the controller copies the records into the first data
-batch of the log when it starts on an empty log.
+batch of the log when it starts on an empty log, and Kafka needs them there: its metadata loader
+does not read the offset-0 snapshot, so a log without them has no metadata.version.
+
+:func:`write_bootstrap` writes `bootstrap.checkpoint` (with Kafka 4.4's levels) until
+MetadataStore.start copies the records of a bootstrap snapshot into the empty log as Kafka does
+(it treats a dir with any snapshot as started); then :data:`WRITE_SNAPSHOT` turns to True.
 """
 
 from __future__ import annotations
@@ -23,6 +28,8 @@ from .snapshot import BOOTSTRAP_FILE, SnapshotId, build_snapshot, read_snapshot,
 #: Kafka 4.4's bootstrap snapshot, inside the metadata partition dir.
 METADATA_PARTITION_DIR = "__cluster_metadata-0"
 BOOTSTRAP_SNAPSHOT = SnapshotId(0, 0).file_name
+#: Whether format writes Kafka 4.4's bootstrap snapshot (True) or bootstrap.checkpoint (False).
+WRITE_SNAPSHOT = False
 
 
 def _records(levels: Mapping[str, int], extra_records: Sequence[tuple[str, Any]]) -> list[tuple[str, Any]]:
@@ -63,8 +70,21 @@ def bootstrap_snapshot_path(metadata_log_dir: Path) -> Path:
     return Path(metadata_log_dir) / METADATA_PARTITION_DIR / BOOTSTRAP_SNAPSHOT
 
 
+def bootstrap_path(metadata_log_dir: Path) -> Path:
+    """Where :func:`write_bootstrap` writes."""
+    return bootstrap_snapshot_path(metadata_log_dir) if WRITE_SNAPSHOT else Path(metadata_log_dir) / BOOTSTRAP_FILE
+
+
 def write_bootstrap(metadata_log_dir: Path, levels: Mapping[str, int], timestamp_ms: int | None = None,
                     extra_records: Sequence[tuple[str, Any]] = ()) -> Path:
+    """Write the bootstrap metadata of `odradek storage format` (see :data:`WRITE_SNAPSHOT`)."""
+    if WRITE_SNAPSHOT:
+        return write_bootstrap_snapshot(metadata_log_dir, levels, timestamp_ms, extra_records)
+    return write_bootstrap_checkpoint(metadata_log_dir, levels, timestamp_ms, extra_records)
+
+
+def write_bootstrap_snapshot(metadata_log_dir: Path, levels: Mapping[str, int], timestamp_ms: int | None = None,
+                             extra_records: Sequence[tuple[str, Any]] = ()) -> Path:
     """Write the bootstrap metadata as Kafka 4.4's format does: the metadata partition dir with the
     read-only snapshot 00000000000000000000-0000000000.checkpoint (via .tmp + rename)."""
     path = bootstrap_snapshot_path(metadata_log_dir)
@@ -79,8 +99,7 @@ def write_bootstrap(metadata_log_dir: Path, levels: Mapping[str, int], timestamp
 
 def write_bootstrap_checkpoint(metadata_log_dir: Path, levels: Mapping[str, int], timestamp_ms: int | None = None,
                                extra_records: Sequence[tuple[str, Any]] = ()) -> Path:
-    """Write `<metadata_log_dir>/bootstrap.checkpoint` as Kafka 4.1's format did (for dirs that an
-    older Kafka must also start on)."""
+    """Write `<metadata_log_dir>/bootstrap.checkpoint` as Kafka 4.1's format did (Kafka 4.4 reads it too)."""
     path = Path(metadata_log_dir) / BOOTSTRAP_FILE
     write_atomically(path, build_bootstrap(levels, timestamp_ms, extra_records=extra_records))
     return path

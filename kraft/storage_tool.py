@@ -2,9 +2,9 @@
 
 `format -t <cluster id> -c <server.properties> [--override k=v] [--ignore-formatted]
 [--release-version 4.4] [--feature name=level] [--add-scram 'SCRAM-SHA-256=[name=alice,password=...]']`
-writes meta.properties into every log dir and the bootstrap snapshot
-`__cluster_metadata-0/00000000000000000000-0000000000.checkpoint` into the metadata log dir,
-exactly as Kafka 4.4's tool does, so either broker can start on the result. The feature levels
+writes meta.properties into every log dir and the bootstrap metadata into the metadata log dir
+(kraft/bootstrap.py: bootstrap.checkpoint for now, which Kafka 4.4 reads too), so either broker
+can start on the result. The feature levels
 are Kafka 4.4's defaults for the release's metadata.version (4.4-IV2 without --release-version),
 each --feature overriding one. `--add-scram` (repeatable) adds a UserScramCredentialRecord after
 the feature levels; the broker copies it into the metadata log on its first start.
@@ -17,7 +17,7 @@ import sys
 from typing import Any
 
 from ..security.scram import MECHANISM_TYPES, ScramFormatError, parse_scram_argument
-from .bootstrap import bootstrap_snapshot_path, write_bootstrap
+from .bootstrap import bootstrap_path, write_bootstrap
 from .features import RELEASE_METADATA_VERSIONS, FeatureLevelError, bootstrap_levels, metadata_version_name
 from .records import new_record
 
@@ -79,13 +79,13 @@ def main(args: argparse.Namespace) -> int:
         print(f"odradek storage: {exc}", file=sys.stderr)
         return 1
     meta_dir = metadata_log_dir(config)
-    had_bootstrap = bootstrap_snapshot_path(meta_dir).exists()
+    had_bootstrap = bootstrap_path(meta_dir).exists()
     try:
         format_storage(config, args.cluster_id, levels, ignore_formatted=args.ignore_formatted)
     except StorageError as exc:
         print(f"odradek storage: {exc}", file=sys.stderr)
         return 1
-    if scram_records and not had_bootstrap and bootstrap_snapshot_path(meta_dir).exists():
+    if scram_records and not had_bootstrap and bootstrap_path(meta_dir).exists():
         # this run wrote the bootstrap metadata: the credentials go in with the feature levels
         write_bootstrap(meta_dir, levels, extra_records=scram_records)
     print(f"Formatting metadata directory {metadata_log_dir(config)} with metadata.version "

