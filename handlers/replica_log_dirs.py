@@ -69,6 +69,16 @@ class Move:
 _moves: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
 
 
+_locks: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
+
+
+def _lock_of(broker: Any) -> trio.Lock:
+    lock = _locks.get(broker)
+    if lock is None:
+        lock = _locks[broker] = trio.Lock()
+    return lock
+
+
 def moves_of(broker: Any) -> dict[tuple[str, int], Move]:
     """The replica moves under way on `broker` (DescribeLogDirs shows their future logs)."""
     moves = _moves.get(broker)
@@ -141,10 +151,13 @@ async def handle_alter_replica_log_dirs(ctx: RequestContext, header, request) ->
             for partition in topic.partitions:
                 wanted[(topic.name, partition)] = entry.path
     by_topic: dict[str, list] = {}
-    for (topic, partition), path in wanted.items():
-        code = await _alter_one(ctx, topic, partition, path)
-        by_topic.setdefault(topic, []).append(
-            R.AlterReplicaLogDirPartitionResult(partition_index=partition, error_code=int(code)))
+    # one request at a time, as Kafka holds replicaStateChangeLock: a second request for the same
+    # partition must see the future log the first one is creating
+    async with _lock_of(ctx.broker):
+        for (topic, partition), path in wanted.items():
+            code = await _alter_one(ctx, topic, partition, path)
+            by_topic.setdefault(topic, []).append(
+                R.AlterReplicaLogDirPartitionResult(partition_index=partition, error_code=int(code)))
     return R(throttle_time_ms=0, results=[R.AlterReplicaLogDirTopicResult(topic_name=name, partitions=parts)
                                           for name, parts in by_topic.items()])
 

@@ -458,3 +458,48 @@ def test_a_move_under_way_at_shutdown_leaves_no_future_log(tmp_path, monkeypatch
         threading.Timer(0.5, gate.set).start()  # the copy step resumes while the broker stops
     assert not [p for d in dirs for p in d.iterdir() if p.name.endswith("-future")]
     assert (source / f"{TOPIC}-0").is_dir()
+
+
+def test_two_requests_for_one_move_make_one_future_log(tmp_path, monkeypatch) -> None:
+    dirs = [tmp_path / "a", tmp_path / "b"]
+    gate = threading.Event()
+    real_open, real_step = replica_log_dirs._open_future_log, replica_log_dirs._copy_step
+
+    def slow_open(*args):
+        time.sleep(0.3)  # the second request arrives while the first creates the future log
+        return real_open(*args)
+
+    def held_step(*args):
+        gate.wait(10)
+        return real_step(*args)
+
+    monkeypatch.setattr(replica_log_dirs, "_open_future_log", slow_open)
+    monkeypatch.setattr(replica_log_dirs, "_copy_step", held_step)
+    monkeypatch.setattr(replica_log_dirs, "FINAL_BYTES", 1024)
+    with running_broker(log_dir=dirs[0], **{"log.dirs": ",".join(map(str, dirs))}) as running:
+        conns = [BrokerConnection(running.host, running.port) for _ in range(2)]
+        try:
+            cls = request_class(19)
+            conns[0].send(19, cls(topics=[cls.CreatableTopic(name=TOPIC, num_partitions=1, replication_factor=1)],
+                                  timeout_ms=30000))
+            source = running.broker.partition_log(TOPIC, 0).dir.parent
+            target = next(d for d in dirs if d != source)
+            produce(conns[0], 0, 50)
+            answers: list[dict] = []
+            threads = [threading.Thread(target=lambda c=c: answers.append(alter_log_dirs(c, [(str(target), TOPIC, [0])])))
+                       for c in conns]
+            for t in threads:
+                t.start()
+            for t in threads:
+                t.join(10)
+            assert answers == [{(TOPIC, 0): 0}] * 2
+            assert len([p for p in target.iterdir() if p.name.endswith("-future")]) == 1
+            gate.set()
+            deadline = time.monotonic() + 10
+            while running.broker.partition_log(TOPIC, 0).dir.parent != target:
+                assert time.monotonic() < deadline
+                time.sleep(0.05)
+        finally:
+            gate.set()
+            for c in conns:
+                c.close()
