@@ -380,22 +380,34 @@ def _older_epoch_commits(broker) -> list[tuple]:
                                   partition_index=p, committed_offset=1) for p in partitions])]), 4)
         return [p.error_code for t in r.topics for p in t.partitions]
 
+    Plain = request_class(8)
+
+    def plain(name: str, epoch: int, partitions: list[int]) -> list[int]:
+        T = Plain.OffsetCommitRequestTopic
+        r = c.send(8, Plain(group_id=group, generation_id_or_member_epoch=epoch, member_id=f"{name}-member-id-0000000",
+                            topics=[T(name=topic, partitions=[Plain.OffsetCommitRequestPartition(
+                                partition_index=p, committed_offset=1) for p in partitions])]), 9)
+        return [p.error_code for t in r.topics for p in t.partitions]
+
     # epochs are compared by order only: Kafka 4.4 may bump the group epoch more than once per join
     out = [("epochs", (first_epoch < a["epoch"], a["epoch"] == b["epoch"], a["assigned"], b["assigned"])),
            ("a, first epoch, its partitions", commit("a", first_epoch, a["assigned"])),
            ("a, first epoch, b's partition", commit("a", first_epoch, b["assigned"][:1])),
            ("b, first epoch", commit("b", first_epoch, b["assigned"])),
            ("a, current epoch", commit("a", a["epoch"], a["assigned"])),
-           ("a, newer epoch", commit("a", a["epoch"] + 1, a["assigned"]))]
+           ("a, newer epoch", commit("a", a["epoch"] + 1, a["assigned"])),
+           ("plain: a, first epoch, its partitions", plain("a", first_epoch, a["assigned"])),
+           ("plain: a, first epoch, b's partition", plain("a", first_epoch, b["assigned"][:1])),
+           ("plain: b, first epoch", plain("b", first_epoch, b["assigned"]))]
     c.send(26, End(transactional_id=txn, producer_id=pid, producer_epoch=pepoch, committed=False), 3)
     c.close()
     return out
 
 
-def test_transactional_commit_with_an_older_member_epoch_like_kafka(broker_factory, kafka_broker_factory) -> None:
-    """Kafka 4.4 accepts a member's (transactional) commit with an older member epoch for the
-    partitions it has held since that epoch, and refuses it for others (ILLEGAL_GENERATION
-    before TxnOffsetCommit v6), as Odradek does."""
+def test_commit_with_an_older_member_epoch_like_kafka(broker_factory, kafka_broker_factory) -> None:
+    """Kafka 4.4 accepts a member's commit (TxnOffsetCommit v4, OffsetCommit v9) with an older
+    member epoch for the partitions it has held since that epoch, and refuses it for others
+    (ILLEGAL_GENERATION before TxnOffsetCommit v6, else STALE_MEMBER_EPOCH), as Odradek does."""
     odradek = _start(broker_factory, "odradek")
     ours = _older_epoch_commits(odradek)
     odradek.stop()
@@ -407,3 +419,5 @@ def test_transactional_commit_with_an_older_member_epoch_like_kafka(broker_facto
     assert set(codes["a, first epoch, its partitions"]) == {0} and set(codes["a, current epoch"]) == {0}
     assert set(codes["a, first epoch, b's partition"]) == {KafkaError.ILLEGAL_GENERATION}
     assert set(codes["b, first epoch"]) == {KafkaError.ILLEGAL_GENERATION}
+    assert set(codes["plain: a, first epoch, its partitions"]) == {0}
+    assert set(codes["plain: b, first epoch"]) == {KafkaError.STALE_MEMBER_EPOCH}

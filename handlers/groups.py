@@ -317,15 +317,6 @@ async def handle_offset_commit(ctx: RequestContext, header, request) -> object:
     generation = request.generation_id_or_member_epoch if version >= 1 else -1
     member_id = request.member_id if version >= 1 else ""
     instance_id = request.group_instance_id if version >= 7 else None
-    group_error: ErrorCode | None = None
-    if coordinator is None:
-        group_error = ErrorCode.COORDINATOR_NOT_AVAILABLE
-    else:
-        # An empty group id is allowed here (Kafka keeps it for old clients: group "").
-        try:
-            coordinator.validate_offset_commit(request.group_id, generation, member_id or "", instance_id, version)
-        except GroupError as exc:
-            group_error = exc.code
     now = coordinator.now_ms() if coordinator is not None else 0
     retention_ms = request.retention_time_ms if 2 <= version <= 4 else -1
     max_metadata = coordinator.cfg("offset.metadata.max.bytes") if coordinator is not None else 4096
@@ -333,8 +324,9 @@ async def handle_offset_commit(ctx: RequestContext, header, request) -> object:
     # in the coordinator's results (appended to a topic already answered, else as new topics after).
     # Topics are keyed by name, or by id from v10 (an unknown id answers UNKNOWN_TOPIC_ID first of all).
     answered: dict[Any, list[tuple[int, ErrorCode]]] = {}
-    checked: list[tuple[Any, int, ErrorCode]] = []  # what the coordinator answers, in request order
-    commits = []
+    # what goes to the coordinator, in request order: (key, name, partition); too large metadata
+    # is refused per partition, after the group checks
+    to_coordinator: list[tuple[Any, str, Any]] = []
     key_of: dict[str, Any] = {}
     allowed = permits(ctx)  # READ on the group is checked before (security.acl.enforce)
     for topic in request.topics:
@@ -353,20 +345,41 @@ async def handle_offset_commit(ctx: RequestContext, header, request) -> object:
                 answered.setdefault(key, []).append((index, ErrorCode.TOPIC_AUTHORIZATION_FAILED))
             elif meta is None or not 0 <= index < meta.partitions:
                 answered.setdefault(key, []).append((index, ErrorCode.UNKNOWN_TOPIC_OR_PARTITION))
-            elif group_error is not None:
-                checked.append((key, index, group_error))
-            elif p.committed_metadata is not None and len(p.committed_metadata.encode()) > max_metadata:
-                checked.append((key, index, ErrorCode.OFFSET_METADATA_TOO_LARGE))
             else:
-                expire = -1
-                if retention_ms != -1 and 2 <= version <= 4:
-                    expire = now + retention_ms
-                elif version == 1 and p.commit_timestamp != -1:
-                    expire = p.commit_timestamp + coordinator.cfg("offsets.retention.minutes") * 60_000
-                leader_epoch = p.committed_leader_epoch if version >= 6 else -1
-                commits.append((name, index, p.committed_offset, leader_epoch,
-                                p.committed_metadata or "", expire))
-                checked.append((key, index, ErrorCode.NONE))
+                to_coordinator.append((key, name, p))
+
+    def too_large(p: Any) -> bool:
+        # Kafka compares String.length() (UTF-16 units), not bytes
+        return p.committed_metadata is not None and len(p.committed_metadata.encode("utf-16-le")) // 2 > max_metadata
+
+    group_error: ErrorCode | None = None
+    if coordinator is None:
+        group_error = ErrorCode.COORDINATOR_NOT_AVAILABLE
+    else:
+        # An empty group id is allowed here (Kafka keeps it for old clients: group "").
+        try:
+            coordinator.validate_offset_commit(
+                request.group_id, generation, member_id or "", instance_id, version,
+                partitions=[(name, p.partition_index) for _, name, p in to_coordinator if not too_large(p)])
+        except GroupError as exc:
+            group_error = exc.code
+    checked: list[tuple[Any, int, ErrorCode]] = []  # what the coordinator answers, in request order
+    commits = []
+    for key, name, p in to_coordinator:
+        index = p.partition_index
+        if group_error is not None:
+            checked.append((key, index, group_error))
+        elif too_large(p):
+            checked.append((key, index, ErrorCode.OFFSET_METADATA_TOO_LARGE))
+        else:
+            expire = -1
+            if retention_ms != -1 and 2 <= version <= 4:
+                expire = now + retention_ms
+            elif version == 1 and p.commit_timestamp != -1:
+                expire = p.commit_timestamp + coordinator.cfg("offsets.retention.minutes") * 60_000
+            leader_epoch = p.committed_leader_epoch if version >= 6 else -1
+            commits.append((name, index, p.committed_offset, leader_epoch, p.committed_metadata or "", expire))
+            checked.append((key, index, ErrorCode.NONE))
     if commits and coordinator is not None:
         try:
             coordinator.commit_offsets(request.group_id, commits)
