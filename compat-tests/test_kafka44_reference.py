@@ -208,3 +208,20 @@ def test_new_versions_answer_as_kafka_44(kafka44, odradek_broker) -> None:
     ours = _scenario(odradek_broker)
     differing = {k: {"kafka": kafka[k], "odradek": v} for k, v in ours.items() if kafka[k] != v}
     assert not differing
+
+
+def test_features_of_a_dynamic_quorum_as_kafka_44(broker_factory, tmp_path) -> None:
+    # `kafka-storage format --standalone` (Kafka 4.x's quickstart): kraft.version 1 is finalized too
+    from test_quorum_standalone_44 import StandaloneKafka
+
+    standalone = StandaloneKafka(tmp_path / "kafka", version=ref.KAFKA_VERSION)
+    broker_factory.brokers.append(standalone)  # torn down with the others
+    standalone.start()
+    theirs = {v: _features(_api_versions(standalone, v)) for v in (3, 4, 5)}
+    standalone.stop()
+    assert ("kraft.version", 1) in theirs[5][1]
+    props = standalone.properties()
+    odradek = broker_factory("odradek", port=standalone.port, overrides={
+        "listeners": props["listeners"], "listener.security.protocol.map": props["listener.security.protocol.map"],
+        "controller.listener.names": "CONTROLLER", "log.dirs": props["log.dirs"], "node.id": "1"})
+    assert {v: _features(_api_versions(odradek, v)) for v in (3, 4, 5)} == theirs
