@@ -1006,10 +1006,12 @@ class GroupCoordinator:
         return {tp: stored.get(tp) for tp in partitions}
 
     def validate_offset_fetch(self, group_id: str, member_id: str | None, member_epoch: int) -> None:
-        """OffsetFetch v9+ from a consumer group member: the member and epoch must be current."""
+        """OffsetFetch v9+ from a consumer group member: the member and epoch must be current.
+        Only a request with neither (the admin client, a classic consumer) skips the check, as in
+        Kafka's ConsumerGroup.validateOffsetFetch."""
         self._check_active()
         group = self.groups.get(group_id)
-        if isinstance(group, ConsumerGroup) and member_id is not None and member_epoch >= 0:
+        if isinstance(group, ConsumerGroup) and not (member_id is None and member_epoch < 0):
             group.validate_offset_fetch(member_id, member_epoch)
 
     def delete_offsets(self, group_id: str, partitions: list[tuple[str, int]]) -> dict[tuple[str, int], ErrorCode]:

@@ -266,3 +266,29 @@ def test_commit_with_an_older_member_epoch_for_partitions_held_since_then():
             c.validate_offset_commit("cg", 1, "A", None, 9)
 
     run_with_coordinator(None, scenario)
+
+
+def test_offset_fetch_checks_any_member_or_epoch_given():
+    """Kafka's ConsumerGroup.validateOffsetFetch skips its checks only when the request names
+    neither a member nor an epoch."""
+    async def scenario(c):
+        c.topic_partition_count = _Topics({"t": 1})
+        joined = c.consumer_group_heartbeat(
+            group_id="cg", api_version=1, member_id="A", member_epoch=0, instance_id=None, rack_id=None,
+            rebalance_timeout_ms=5000, subscribed_topic_names=["t"], subscribed_topic_regex=None,
+            server_assignor=None, owned=None, client_id="c", client_host="/h")
+
+        def code(member_id, epoch):
+            try:
+                c.validate_offset_fetch("cg", member_id, epoch)
+            except GroupError as exc:
+                return exc.code
+            return E.NONE
+
+        assert code(None, -1) == E.NONE
+        assert code("A", joined.member_epoch) == E.NONE
+        assert code("A", -1) == E.STALE_MEMBER_EPOCH
+        assert code(None, joined.member_epoch) == E.UNKNOWN_MEMBER_ID
+        assert code("B", joined.member_epoch) == E.UNKNOWN_MEMBER_ID
+
+    run_with_coordinator(None, scenario)
