@@ -9,6 +9,7 @@ from ..wire.errors import ErrorCode
 from ..wire.protocol import response_class, supported_versions
 from .common import error_code_for, leader_epoch_error
 from .registry import RequestContext, handles
+from .replica_log_dirs import moves_of
 
 DELETE_RECORDS_KEY = 21
 OFFSET_FOR_LEADER_EPOCH_KEY = 23
@@ -132,6 +133,16 @@ async def handle_describe_log_dirs(ctx: RequestContext, header, request) -> obje
                 continue
             by_topic.setdefault(plog.topic, []).append(R.DescribeLogDirsPartition(
                 partition_index=plog.partition, partition_size=plog.size_in_bytes(), offset_lag=0, is_future_key=False))
+        for move in moves_of(broker).values():
+            # a replica on its way to this dir (AlterReplicaLogDirs): Kafka lists its future log
+            # with how far it is behind the current one
+            if move.target.resolve() != log_dir.resolve() or (wanted is not None and
+                                                              (move.topic, move.partition) not in wanted):
+                continue
+            lag = max(0, move.source.log_end_offset - move.future.log_end_offset)
+            by_topic.setdefault(move.topic, []).append(R.DescribeLogDirsPartition(
+                partition_index=move.partition, partition_size=move.future.size_in_bytes(), offset_lag=lag,
+                is_future_key=True))
         try:
             stats = os.statvfs(log_dir)
             total, usable = stats.f_blocks * stats.f_frsize, stats.f_bavail * stats.f_frsize

@@ -269,6 +269,9 @@ async def _copy_and_swap(broker: Any, move: Move) -> None:
     current = _current(broker, move)
     old, old_dir = _swap(broker, move, current)
     move.done = True
+    moves = moves_of(broker)
+    if moves.get((move.topic, move.partition)) is move:
+        del moves[(move.topic, move.partition)]  # no future log any more
     log.info("Moved %s from %s to %s", current.name, current.dir.parent, move.target)
     manager = broker.log_manager
     try:

@@ -356,6 +356,12 @@ def test_alter_replica_log_dirs_back_to_the_current_dir_cancels(tmp_path, monkey
             target = next(d for d in dirs if d != source)
             produce(conn, 0, 50)
             assert alter_log_dirs(conn, [(str(target), TOPIC, [0])]) == {(TOPIC, 0): 0}
+            # DescribeLogDirs shows the future log in the target dir, 50 records behind (the copy is held)
+            D = request_class(35)
+            described = conn.send(35, D(topics=[D.DescribableLogDirTopic(topic=TOPIC, partitions=[0])]), 4)
+            assert {Path(r.log_dir): [(p.partition_index, p.is_future_key, p.offset_lag) for t in r.topics
+                                      for p in t.partitions] for r in described.results} == {
+                source.resolve(): [(0, False, 0)], target.resolve(): [(0, True, 50)]}
             assert alter_log_dirs(conn, [(str(source), TOPIC, [0])]) == {(TOPIC, 0): 0}
             gate.set()
             deadline = time.monotonic() + 10
