@@ -4,7 +4,11 @@ A Kafka broker forwards these to its controller, whose Raft client (KafkaRaftCli
 the quorum ones. Odradek is the only voter and always the leader of ``__cluster_metadata-0``;
 each metadata append is fsynced before it is applied, so the high watermark is the log end
 offset. With a static voter set (kraft.version 0, what Odradek writes) Kafka refuses voter
-changes with UNSUPPORTED_VERSION once the request itself is valid; so does this.
+changes with UNSUPPORTED_VERSION once the request itself is valid; so does this. A dynamic
+quorum (kraft.version 1, a Kafka 4.x directory formatted with --standalone) has its voter, with
+a directory id and endpoint, in a VotersRecord: adding a voter with the same id is
+DUPLICATE_VOTER, another voter never answers (Kafka's REQUEST_TIMED_OUT), and removing the
+last voter is VOTER_NOT_FOUND.
 """
 
 from __future__ import annotations
@@ -40,6 +44,7 @@ METADATA_TOPIC = "__cluster_metadata"
 UNKNOWN_PARTITION_MESSAGE = "This server does not host this topic-partition."
 # the default of controller.listener.names' first entry in Kafka's own examples and tools
 DEFAULT_CONTROLLER_LISTENER = "CONTROLLER"
+
 
 @dataclass(frozen=True)
 class Quorum:
