@@ -14,6 +14,11 @@ from .registry import API_VERSIONS_KEY, REGISTRY, RequestContext, advertised_ver
 
 ApiVersionsResponse = response_class(API_VERSIONS_KEY)
 
+#: Finalized levels reported no higher than Odradek serves: clients turn on what a level means,
+#: and transaction.version 2 (KIP-890 part 2: the producer adds partitions through Produce and
+#: bumps its epoch on every commit) is not served yet. The metadata log keeps what was finalized.
+SERVED_FEATURE_LEVELS = {"transaction.version": 1}
+
 #: ApiVersionsRequest.SOFTWARE_NAME_VERSION_PATTERN (v3+ client software name and version).
 _SOFTWARE = re.compile(r"[a-zA-Z0-9](?:[a-zA-Z0-9\-.]*[a-zA-Z0-9])?")
 
@@ -60,7 +65,8 @@ def features_of(ctx: RequestContext, version: int, body: Any) -> None:
     log = getattr(store, "log", None)
     if store is None or log is None:
         return  # features unknown: epoch -1 and none finalized, as a Kafka node before its metadata loads
-    levels = {name: level for name, level in store.image.features.items() if level > 0}
+    levels = {name: min(level, SERVED_FEATURE_LEVELS.get(name, level))
+              for name, level in store.image.features.items() if level > 0}
     kraft = log.kraft_version()
     if kraft > 0:
         levels["kraft.version"] = kraft

@@ -90,6 +90,7 @@ def _range(r: tuple[int, int] | None) -> str:
 
 def protocol_page() -> str:
     """docs/protocol.md: every Kafka API, what Kafka 4.4 serves beside what Odradek serves, and why they differ."""
+    from ..handlers.api_versions import SERVED_FEATURE_LEVELS
     from ..handlers.registry import REGISTRY, load_handlers
     from ..kraft.features import supported_feature_ranges
     from ..wire.protocol import API_NAMES, supported_versions
@@ -142,13 +143,16 @@ def protocol_page() -> str:
         "share.version and streams.version are finalized as Kafka does although the share-group and",
         "streams-group APIs are not served yet: a client that tries those groups is refused the API.",
         "",
-        f"| feature | Kafka {ref.KAFKA_VERSION} supports | Odradek supports | finalized when formatted |",
-        "|---|---|---|---|",
+        f"| feature | Kafka {ref.KAFKA_VERSION} supports | Odradek supports | finalized when formatted |"
+        " Odradek reports it at |",
+        "|---|---|---|---|---|",
     ]
     finalized = dict(ref.FINALIZED_FEATURES)
     for name, lo, hi in ref.SUPPORTED_FEATURES:
         ours = ranges.get(name)
-        lines.append(f"| {name} | {lo}–{hi} | {_range(ours)} | {finalized.get(name, 0)} |")
+        level = finalized.get(name, 0)
+        reported = min(level, SERVED_FEATURE_LEVELS.get(name, level))
+        lines.append(f"| {name} | {lo}–{hi} | {_range(ours)} | {level} | {reported} |")
     lines += ["", "Differences:", ""]
     lines += [f"* {field}: {why}" for field, why in ref.FEATURE_DIFFERENCES.items()]
     return "\n".join(lines) + "\n"
