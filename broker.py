@@ -13,12 +13,14 @@ from typing import Any
 import trio
 
 from . import storage
+from .cluster.metadata_cache import LocalMetadataCache
 from .cluster_metadata import ClusterMetadata, Topic
 from .config import BrokerConfig
 from .handlers.fetch_sessions import AppendWaiters, FetchSessionCache
 from .handlers.producer_ids import ProducerIdManager
 from .logstore.config import LogConfig
 from .logstore.partition_log import PartitionLog
+from .wire.errors import ErrorCode
 
 log = logging.getLogger(__name__)
 
@@ -50,11 +52,21 @@ class Broker:
         self.metadata_store: Any = None
         self._metadata_lock: Any = None
         self._boot_image: Any = None
+        # What Metadata answers about brokers and leaders; a broker of a KRaft cluster swaps in
+        # the cache of its metadata image (cluster.broker_role).
+        self.metadata_cache: Any = LocalMetadataCache(self)
+        # process.roles=broker only: the metadata follower, leadership, forwarding
+        self.broker_role: Any = None
+        self.replica_manager: Any = None
+        self.forwarding: Any = None
 
     # ------------------------------------------------------------------ lifecycle
 
     async def startup(self) -> None:
         """Format the storage if needed, load (and recover) every log, replay the metadata."""
+        if storage.is_broker_only(self.config):
+            await self._startup_broker_only()
+            return
         # Read and validate everything first: a refused start must leave every byte of the dirs
         # as it was (no formatting, no -stray renames, no clean-shutdown marker removed).
         plan = await trio.to_thread.run_sync(storage.check_startup, self.config)
@@ -91,8 +103,38 @@ class Broker:
             if coordinator is not None:
                 await coordinator.startup()
 
+    async def _startup_broker_only(self) -> None:
+        """process.roles=broker: load the logs and the local copy of the metadata log; the
+        metadata follower and registration start with the background tasks (cluster.broker_role)."""
+        from .cluster.broker_role import BrokerRole  # noqa: PLC0415 - only brokers of a cluster need it
+        from .logstore.metadata_files import read_clean_shutdown_file  # noqa: PLC0415
+
+        await trio.to_thread.run_sync(storage.check_broker_startup, self.config)
+        if not any((d / "meta.properties").exists() for d in storage.all_storage_dirs(self.config)):
+            storage.format_storage(self.config, cluster_id=self.config.get("cluster.id"), bootstrap=False)
+        self.cluster_id = storage.read_cluster_id(self.config)
+        self.default_log_config = storage.default_log_config(self.config)
+        dir_ids = storage.directory_ids(self.config)
+        meta_dir = storage.metadata_log_dir(self.config)
+        # the epoch a clean shutdown left, for BrokerRegistration's previous_broker_epoch
+        marker = read_clean_shutdown_file(self.config.log_dirs[0])
+        self.log_manager = storage.open_log_manager(self.config, self.topic_log_config_by_name)
+        await trio.to_thread.run_sync(self.log_manager.startup)
+        self._metadata_lock = storage.lock_metadata_dir(self.config)
+        role = BrokerRole(self, meta_dir, dir_ids, marker if marker is not None and marker >= 0 else -1)
+        await trio.to_thread.run_sync(role.open)
+        self.broker_role = role
+        self.replica_manager = role.replica_manager
+        self.metadata_cache = role.cache
+        self.forwarding = role.forwarding
+        self.metadata = ClusterMetadata(self)
+        self.producer_ids = ProducerIdManager.after_logs(self.log_manager.all_logs())
+
     async def shutdown(self) -> None:
         """Clean shutdown: flush, trim indexes, write snapshots, checkpoints and the clean marker."""
+        if self.broker_role is not None:
+            # Kafka's controlled shutdown: the controller moves leadership away first
+            await self.broker_role.controlled_shutdown()
         for coordinator in self.coordinators.values():
             await coordinator.shutdown()
         if self.metadata_store is not None:
@@ -101,11 +143,15 @@ class Broker:
         if self.log_manager is not None:
             # Kafka writes the broker epoch into .kafka_cleanshutdown
             epoch = self.metadata_store.broker_epoch if self.metadata_store is not None else -1
+            if self.broker_role is not None and self.broker_role.lifecycle is not None:
+                epoch = self.broker_role.lifecycle.broker_epoch
             await trio.to_thread.run_sync(self.log_manager.shutdown, epoch)
             self.log_manager = None
         if self.metadata_store is not None:
             await trio.to_thread.run_sync(self.metadata_store.close)
             self.metadata_store = None
+        if self.broker_role is not None:
+            await trio.to_thread.run_sync(self.broker_role.close)
         if self._metadata_lock is not None:
             self._metadata_lock.destroy()
             self._metadata_lock = None
@@ -121,7 +167,12 @@ class Broker:
             nursery.start_soon(self._every, rp_interval, self.log_manager.checkpoint_recovery_points)
             ls_interval = int(cfg.get("log.flush.start.offset.checkpoint.interval.ms")) / 1000
             nursery.start_soon(self._every, ls_interval, self.log_manager.checkpoint_log_start_offsets)
-            nursery.start_soon(self.coordinators["groups"].run)
+            if "groups" in self.coordinators:
+                nursery.start_soon(self.coordinators["groups"].run)
+            if self.broker_role is not None:
+                if self.bound_addresses:
+                    self.broker_role.bound_port(self.bound_addresses[0][1])
+                nursery.start_soon(self.broker_role.run)
             # retention (Kafka's kafka-log-retention task) and the removal of .deleted files and
             # -delete dirs; structural log changes hop back to the event loop (run_exclusive)
             self.log_manager.run_exclusive = trio.from_thread.run_sync
@@ -211,4 +262,14 @@ class Broker:
         self.log_manager.update_topic_config(topic.name, self.topic_log_config(topic))
 
     def partition_log(self, topic: str, partition: int) -> PartitionLog | None:
+        """The log of a partition this broker leads (None if it does not)."""
+        if self.replica_manager is not None:
+            return self.replica_manager.leader_log(topic, partition)
         return self.log_manager.get_log(topic, partition)
+
+    def partition_error(self, topic: str, partition: int) -> ErrorCode:
+        """What to answer for a partition `partition_log` has no log of: NOT_LEADER_OR_FOLLOWER when
+        another broker leads it, else UNKNOWN_TOPIC_OR_PARTITION."""
+        if self.replica_manager is not None:
+            return self.replica_manager.error_for(topic, partition)
+        return ErrorCode.UNKNOWN_TOPIC_OR_PARTITION

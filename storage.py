@@ -24,8 +24,8 @@ from .kraft.features import default_feature_levels
 from .kraft.image import MetadataImage
 from .kraft.log import METADATA_PARTITION_DIR, METADATA_TOPIC, metadata_log_dir_of
 from .kraft.snapshot import list_snapshots
-from .kraft.store import MetadataStore
-from .kraft.validation import ValidatedMetadata
+from .kraft.store import MetadataStore, supported_feature_ranges
+from .kraft.validation import ValidatedMetadata, validate_metadata_dir
 from .logstore.config import LogConfig
 from .logstore.files import (
     is_delete_dir,
@@ -71,7 +71,8 @@ def _has_metadata(directory: Path) -> bool:
 
 
 def format_storage(config: BrokerConfig, cluster_id: str | None = None,
-                   feature_levels: Mapping[str, int] | None = None, ignore_formatted: bool = True) -> str:
+                   feature_levels: Mapping[str, int] | None = None, ignore_formatted: bool = True,
+                   bootstrap: bool = True) -> str:
     """Format every dir that lacks a `meta.properties` (and write `bootstrap.checkpoint`); return the cluster id.
 
     With `ignore_formatted=False` (the `storage format` command without --ignore-formatted) an
@@ -102,14 +103,15 @@ def format_storage(config: BrokerConfig, cluster_id: str | None = None,
         log.info("Formatted %s for cluster %s, node %s", directory, cluster, config.node_id)
     meta_dir = metadata_log_dir(config)
     # Kafka writes bootstrap.checkpoint at format time and reads it only for an empty metadata log
-    if not (meta_dir / "bootstrap.checkpoint").exists() and not _has_metadata(meta_dir):
+    if bootstrap and not (meta_dir / "bootstrap.checkpoint").exists() and not _has_metadata(meta_dir):
         write_bootstrap(meta_dir, dict(feature_levels or default_feature_levels()))
     return cluster
 
 
 def ensure_formatted(config: BrokerConfig) -> None:
-    """Format on first start (Odradek's convenience over Kafka's refusal)."""
-    format_storage(config)
+    """Format on first start (Odradek's convenience over Kafka's refusal); a broker-only node
+    gets no bootstrap.checkpoint (its controllers bootstrap the cluster), as with Kafka."""
+    format_storage(config, bootstrap=not is_broker_only(config))
 
 
 def read_cluster_id(config: BrokerConfig) -> str:
@@ -139,7 +141,7 @@ def open_metadata_store(config: BrokerConfig, now_ms: Callable[[], int] | None =
     store = MetadataStore(metadata_log_dir(config), config.node_id, directory_ids(config), clock)
     # the broker registration lists broker listeners only, as Kafka's does
     controller_names = {str(n).upper() for n in config.get("controller.listener.names") or []}
-    store.listeners = [(lst.name, lst.advertised_host, lst.port, _protocol_of(config, lst.name))
+    store.listeners = [(lst.name, lst.advertised_host, lst.port, security_protocol_of(config, lst.name))
                        for lst in config.advertised_listeners if lst.name.upper() not in controller_names]
     return store
 
@@ -180,6 +182,27 @@ def check_startup(config: BrokerConfig) -> StartupPlan:
             "metadata.log.dir or log.dirs). Nothing was changed. Set odradek.startup.allow.all.stray=true to start "
             "anyway and rename all of them to -stray, as Kafka does with partitions it no longer hosts.")
     return StartupPlan(checked, strays)
+
+
+def is_broker_only(config: BrokerConfig) -> bool:
+    """process.roles=broker: a broker of a KRaft cluster whose controllers are other nodes."""
+    roles = {str(r).strip().lower() for r in config.get("process.roles") or []}
+    return "controller" not in roles
+
+
+def check_broker_startup(config: BrokerConfig) -> ValidatedMetadata:
+    """`check_startup` for process.roles=broker: the dirs' meta.properties, a cluster id to format
+    new dirs with, and the local copy of the metadata log read completely (records and feature
+    levels this build knows). Stray partitions are found later, against the controller's
+    metadata, as Kafka does once the broker has caught up. Changes nothing."""
+    check_storage_dirs(config)
+    formatted = [d for d in all_storage_dirs(config) if (d / "meta.properties").exists()]
+    if not formatted and not config.get("cluster.id"):
+        raise StorageError(
+            "process.roles=broker on log dirs that are not formatted needs the cluster's id: set cluster.id "
+            "(the controllers' meta.properties has it) or format the dirs with `odradek storage format -t "
+            "<cluster id>`. Nothing was changed.")
+    return validate_metadata_dir(metadata_log_dir(config), supported_feature_ranges())
 
 
 def check_storage_dirs(config: BrokerConfig) -> None:
@@ -267,7 +290,8 @@ def lock_metadata_dir(config: BrokerConfig) -> FileLock | None:
     return lock
 
 
-def _protocol_of(config: BrokerConfig, listener: str) -> str:
+def security_protocol_of(config: BrokerConfig, listener: str) -> str:
+    """The security protocol of a listener name (listener.security.protocol.map, else the name itself)."""
     mapping = config.get("listener.security.protocol.map") or []
     for item in mapping:
         name, _, proto = str(item).partition(":")

@@ -62,7 +62,8 @@ def _read_all(ctx: RequestContext, keys, cached: dict, use_ids: bool, max_bytes:
             continue
         plog = broker.partition_log(topic.name, index) if 0 <= index < topic.partitions else None
         if plog is None:
-            reads.append(_Read(key, ErrorCode.UNKNOWN_TOPIC_OR_PARTITION))
+            reads.append(_Read(key, broker.partition_error(topic.name, index) if 0 <= index < topic.partitions
+                               else ErrorCode.UNKNOWN_TOPIC_OR_PARTITION))
             continue
         epoch_error = leader_epoch_error(part.current_leader_epoch, plog.leader_epoch)
         if epoch_error:

@@ -43,7 +43,9 @@ async def handle_list_offsets(ctx: RequestContext, header, request) -> object:
             seen.add((wanted.name, index))
             plog = broker.partition_log(topic.name, index) if topic is not None and 0 <= index < topic.partitions else None
             if plog is None:
-                partitions.append(_error(index, ErrorCode.UNKNOWN_TOPIC_OR_PARTITION))
+                partitions.append(_error(index, broker.partition_error(topic.name, index)
+                                         if topic is not None and 0 <= index < topic.partitions
+                                         else ErrorCode.UNKNOWN_TOPIC_OR_PARTITION))
                 continue
             epoch_error = leader_epoch_error(p.current_leader_epoch, plog.leader_epoch)
             if epoch_error:

@@ -21,9 +21,7 @@ from .common import (
     AUTHORIZED_OPERATIONS_OMITTED,
     CLUSTER_OPERATIONS,
     TOPIC_OPERATIONS,
-    advertised_endpoint,
     operations_bits,
-    partition_leader_epoch,
 )
 from .registry import RequestContext, handles
 
@@ -50,7 +48,8 @@ def topic_metadata(ctx: RequestContext, topic: Topic, include_ops: bool, version
         # what the principal may do on the topic: not an entry to share with other requests
         return _build_topic_metadata(ctx, topic, include_ops)
     # partition leader epochs change only when the broker (re)starts: a new broker, a new cache
-    key = (topic.name, topic.topic_id, topic.partitions, topic.is_internal, broker.node_id, include_ops)
+    key = (topic.name, topic.topic_id, topic.partitions, topic.is_internal, broker.node_id, include_ops,
+           broker.metadata_cache.generation, ctx.listener_name)
     try:
         cache = _topic_cache[broker]
     except (KeyError, TypeError):  # TypeError: a broker stand-in that cannot be weakly referenced
@@ -75,19 +74,21 @@ def topic_metadata(ctx: RequestContext, topic: Topic, include_ops: bool, version
 
 def _build_topic_metadata(ctx: RequestContext, topic: Topic, include_ops: bool) -> object:
     broker = ctx.broker
-    node = broker.node_id
-    partitions = [
-        PartitionMeta(
-            error_code=0,
+    cache = broker.metadata_cache
+    partitions = []
+    for index in range(topic.partitions):
+        view = cache.partition(topic.name, index, ctx.listener_name)
+        if view is None:
+            continue
+        partitions.append(PartitionMeta(
+            error_code=view.error,
             partition_index=index,
-            leader_id=node,
-            leader_epoch=partition_leader_epoch(broker, topic.name, index),
-            replica_nodes=[node],
-            isr_nodes=[node],
-            offline_replicas=[],
-        )
-        for index in range(topic.partitions)
-    ]
+            leader_id=view.leader,
+            leader_epoch=view.leader_epoch,
+            replica_nodes=view.replicas,
+            isr_nodes=view.isr,
+            offline_replicas=view.offline,
+        ))
     return TopicMeta(
         error_code=0,
         name=topic.name,
@@ -111,7 +112,6 @@ async def handle_metadata(ctx: RequestContext, header, request) -> object:
     meta = broker.metadata
     version = header.api_version
     include_ops = bool(request.include_topic_authorized_operations)
-    host, port = advertised_endpoint(broker, ctx.listener_name)
     topics: list = []
     all_topics = request.topics is None or (version == 0 and not request.topics)
     if all_topics:
@@ -119,7 +119,10 @@ async def handle_metadata(ctx: RequestContext, header, request) -> object:
     else:
         # v0-v3 always allowed auto-creation; the flag exists from v4.
         allow_create = request.allow_auto_topic_creation if version >= 4 else True
-        auto_create = allow_create and broker.config.get("auto.create.topics.enable")
+        # a broker of a KRaft cluster does not create topics itself (the controller does; Kafka's
+        # AutoTopicCreationManager asks it; not done here yet)
+        auto_create = (allow_create and broker.config.get("auto.create.topics.enable")
+                       and broker.forwarding is None)
         # KafkaApis' order: unknown topic ids, the topics found, then the ones not found
         unknown_ids: list = []
         missing: list = []
@@ -154,9 +157,10 @@ async def handle_metadata(ctx: RequestContext, header, request) -> object:
         topics = unknown_ids + topics + missing
     return MetadataResponse(
         throttle_time_ms=0,
-        brokers=[Broker_(node_id=broker.node_id, host=host, port=port, rack=None)],
+        brokers=[Broker_(node_id=b.node_id, host=b.host, port=b.port, rack=b.rack)
+                 for b in broker.metadata_cache.alive_brokers(ctx.listener_name)],
         cluster_id=broker.cluster_id,
-        controller_id=broker.node_id,
+        controller_id=broker.metadata_cache.controller_id(),
         topics=topics,
         cluster_authorized_operations=(
             operations_bits(ctx, RT_CLUSTER, ACL_CLUSTER, CLUSTER_OPERATIONS)
@@ -175,7 +179,6 @@ ENDPOINT_BROKERS = 1
 @handles(DESCRIBE_CLUSTER_KEY, 0, supported_versions(DESCRIBE_CLUSTER_KEY)[1])
 async def handle_describe_cluster(ctx: RequestContext, header, request) -> object:
     broker = ctx.broker
-    host, port = advertised_endpoint(broker, ctx.listener_name)
     endpoint_type = request.endpoint_type if header.api_version >= 1 else ENDPOINT_BROKERS
     if endpoint_type not in (ENDPOINT_BROKERS, 2):
         return DescribeClusterResponse(
@@ -188,9 +191,13 @@ async def handle_describe_cluster(ctx: RequestContext, header, request) -> objec
         error_message=None,
         endpoint_type=endpoint_type,
         cluster_id=broker.cluster_id,
-        controller_id=broker.node_id,
+        controller_id=broker.metadata_cache.controller_id(),
+        # KafkaApis lists the fenced brokers too when the request asks for them (v2+)
         brokers=[DescribeClusterResponse.DescribeClusterBroker(
-            broker_id=broker.node_id, host=host, port=port, rack=None, is_fenced=False)],
+            broker_id=b.node_id, host=b.host, port=b.port, rack=b.rack, is_fenced=b.fenced)
+            for b in (broker.metadata_cache.all_brokers(ctx.listener_name)
+                      if getattr(request, "include_fenced_brokers", False)
+                      else broker.metadata_cache.alive_brokers(ctx.listener_name))],
         cluster_authorized_operations=(
             operations_bits(ctx, RT_CLUSTER, ACL_CLUSTER, CLUSTER_OPERATIONS)
             if request.include_cluster_authorized_operations else AUTHORIZED_OPERATIONS_OMITTED

@@ -138,7 +138,9 @@ async def handle_produce(ctx: RequestContext, header, request) -> object | None:
                 continue
             partition_log = broker.partition_log(topic.name, index) if 0 <= index < topic.partitions else None
             if partition_log is None:
-                partitions.append(_partition_error(index, ErrorCode.UNKNOWN_TOPIC_OR_PARTITION))
+                code = broker.partition_error(topic.name, index) if 0 <= index < topic.partitions \
+                    else ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
+                partitions.append(_partition_error(index, code))
                 continue
             records = pdata.records
             if records is None or len(records) == 0:

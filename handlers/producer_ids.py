@@ -56,5 +56,16 @@ async def handle_init_producer_id(ctx: RequestContext, header, request) -> objec
                 throttle_time_ms=0, error_code=int(ErrorCode.NOT_COORDINATOR), producer_id=-1, producer_epoch=-1
             )
         return await transactions.init_producer_id(ctx, header, request)
-    pid = ctx.broker.producer_ids.generate()
+    role = getattr(ctx.broker, "broker_role", None)
+    if role is not None:
+        # a broker of a KRaft cluster: ids come in blocks from the controller
+        from ..kraft.node_client import NodeUnavailableError  # noqa: PLC0415
+
+        try:
+            pid = await role.next_producer_id()
+        except NodeUnavailableError:
+            return InitProducerIdResponse(throttle_time_ms=0, error_code=int(ErrorCode.COORDINATOR_LOAD_IN_PROGRESS),
+                                          producer_id=-1, producer_epoch=-1)
+    else:
+        pid = ctx.broker.producer_ids.generate()
     return InitProducerIdResponse(throttle_time_ms=0, error_code=0, producer_id=pid, producer_epoch=0)

@@ -13,6 +13,7 @@ from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
+from ..cluster.forwarding import FORWARDED_APIS
 from ..wire.errors import ErrorCode, ProtocolError
 from ..wire.protocol import (
     RequestHeader,
@@ -128,6 +129,10 @@ async def dispatch(ctx: RequestContext, frame: memoryview) -> list | None:
     Raises ProtocolError when the connection must be closed.
     """
     header, _ = decode_request_header(frame)
+    forwarding = getattr(ctx.broker, "forwarding", None)
+    if forwarding is not None and header.api_key in FORWARDED_APIS:
+        # a broker of a KRaft cluster: metadata changes are the controller's (KIP-590)
+        return await forwarding.forward(frame, header.api_key, header.api_version, ctx.principal, ctx.peer)
     handler = REGISTRY.get(header.api_key)
     if handler is None or not handler.serves(header.api_version):
         return _unsupported(ctx, header, handler)

@@ -208,6 +208,33 @@ class MetadataImage:
     def _on_UnregisterBrokerRecord(self, m: Any) -> None:  # noqa: N802
         self.brokers.pop(m.broker_id, None)
 
+    def _on_BrokerRegistrationChangeRecord(self, m: Any) -> None:  # noqa: N802
+        # Kafka's BrokerRegistrationFencingChange: 1 fenced, -1 unfenced, 0 no change; the same
+        # for InControlledShutdown (1 = entered it)
+        reg = self.brokers.get(m.broker_id)
+        if reg is None or reg.broker_epoch != m.broker_epoch:
+            return
+        if m.fenced == 1:
+            reg.fenced = True
+        elif m.fenced == -1:
+            reg.fenced = False
+        if getattr(m, "in_controlled_shutdown", 0) == 1:
+            reg.in_controlled_shutdown = True
+
+    def _on_FenceBrokerRecord(self, m: Any) -> None:  # noqa: N802
+        reg = self.brokers.get(m.id)
+        if reg is not None and reg.broker_epoch == m.epoch:
+            reg.fenced = True
+
+    def _on_UnfenceBrokerRecord(self, m: Any) -> None:  # noqa: N802
+        reg = self.brokers.get(m.id)
+        if reg is not None and reg.broker_epoch == m.epoch:
+            reg.fenced = False
+
+    def alive_brokers(self) -> list[Any]:
+        """Registered, unfenced brokers (Kafka's KRaftMetadataCache.getAliveBrokerNodes), by id."""
+        return [reg for _id, reg in sorted(self.brokers.items()) if not reg.fenced]
+
     def _on_ProducerIdsRecord(self, m: Any) -> None:  # noqa: N802
         self.next_producer_id = max(self.next_producer_id, m.next_producer_id)
 

@@ -10,10 +10,12 @@ from typing import Any
 import trio
 import trio.testing
 
+from odradek.cluster.metadata_cache import LocalMetadataCache
 from odradek.config import BrokerConfig
 from odradek.group_coordinator import GroupCoordinator
 from odradek.logstore.config import LogConfig
 from odradek.logstore.partition_log import PartitionLog
+from odradek.wire.errors import ErrorCode
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))  # tests/: the shared fakes
 from fake_metadata import FakeMetadata  # noqa: E402
@@ -37,11 +39,18 @@ class FakeBroker:
         self.coordinators: dict[str, Any] = {}
         self.logs: dict[tuple[str, int], PartitionLog] = {}
         self.appends = 0
+        # the single node's view of the cluster, as Broker has it (a KRaft broker swaps these)
+        self.metadata_cache = LocalMetadataCache(self)
+        self.forwarding = None
+        self.broker_role = None
 
     def open_log(self, name: str, index: int, configs: dict[str, str]) -> PartitionLog:
         plog = PartitionLog.open(self.root / f"{name}-{index}", LogConfig.from_props(configs))
         self.logs[(name, index)] = plog
         return plog
+
+    def partition_error(self, topic: str, partition: int) -> ErrorCode:
+        return ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
 
     def partition_log(self, topic: str, partition: int) -> PartitionLog | None:
         return self.logs.get((topic, partition))

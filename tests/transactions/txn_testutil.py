@@ -6,11 +6,13 @@ import sys
 from pathlib import Path
 from typing import Any
 
+from odradek.cluster.metadata_cache import LocalMetadataCache
 from odradek.config import BrokerConfig
 from odradek.handlers.fetch_sessions import FetchSessionCache
 from odradek.handlers.producer_ids import ProducerIdManager
 from odradek.logstore.config import LogConfig
 from odradek.logstore.partition_log import PartitionLog
+from odradek.wire.errors import ErrorCode
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))  # tests/: the shared fakes
 from fake_metadata import FakeMetadata  # noqa: E402
@@ -31,12 +33,19 @@ class FakeBroker:
         self.producer_ids = ProducerIdManager(-1)
         self.notified = 0
         self.fetch_sessions = FetchSessionCache()
+        # the single node's view of the cluster, as Broker has it (a KRaft broker swaps these)
+        self.metadata_cache = LocalMetadataCache(self)
+        self.forwarding = None
+        self.broker_role = None
 
     def open_log(self, name: str, index: int, configs: dict[str, str]) -> PartitionLog:
         plog = PartitionLog.open(self.root / f"{name}-{index}", LogConfig.from_props(configs))
         plog.become_leader(self.leader_epoch)
         self.logs[(name, index)] = plog
         return plog
+
+    def partition_error(self, topic: str, partition: int) -> ErrorCode:
+        return ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
 
     def partition_log(self, name: str, index: int) -> PartitionLog | None:
         return self.logs.get((name, index))

@@ -1,0 +1,187 @@
+"""`process.roles=broker`: Odradek as a broker of a KRaft cluster whose controllers are elsewhere
+(Apache Kafka's, or another Odradek node's).
+
+It keeps a copy of the metadata log (`kraft.observer`), registers and heartbeats
+(`kraft.broker_lifecycle`), and applies each committed change: the topics clients see
+(`ClusterMetadata`), what Metadata answers (`KRaftMetadataCache`) and the partitions this broker
+leads (`ReplicaManager`). Requests that change metadata are forwarded to the active controller
+(`cluster.forwarding`).
+"""
+
+from __future__ import annotations
+
+import logging
+from typing import TYPE_CHECKING, Any
+
+import trio
+
+from ..cluster_metadata import ClusterMetadata, Topic, random_uuid
+from ..kraft.broker_lifecycle import BrokerLifecycleManager
+from ..kraft.image import MetadataImage
+from ..kraft.log import MetadataLog
+from ..kraft.node_client import NodeConnection, NodeUnavailableError
+from ..kraft.observer import MetadataObserver, QuorumNode, parse_bootstrap_servers, parse_voters
+from ..kraft.records import MetadataRecord
+from ..kraft.store import supported_feature_ranges
+from ..storage import security_protocol_of
+from ..wire.protocol import request_class
+from .forwarding import ForwardingManager
+from .metadata_cache import KRaftMetadataCache
+from .replica_manager import ReplicaManager
+
+if TYPE_CHECKING:
+    from ..broker import Broker
+    from ..wire.primitives import Uuid
+
+log = logging.getLogger(__name__)
+
+ALLOCATE_PRODUCER_IDS = 67
+
+
+class BrokerRoleError(RuntimeError):
+    """The configuration cannot make a broker of a KRaft cluster (the message says why)."""
+
+
+def quorum_of(config: Any) -> list[QuorumNode]:
+    """The controllers to fetch from: controller.quorum.voters, else controller.quorum.bootstrap.servers."""
+    nodes = parse_voters(config.get("controller.quorum.voters")) or parse_bootstrap_servers(
+        config.get("controller.quorum.bootstrap.servers"))
+    if not nodes:
+        raise BrokerRoleError("process.roles=broker needs controller.quorum.voters or "
+                              "controller.quorum.bootstrap.servers")
+    return nodes
+
+
+class BrokerRole:
+    """The broker side of a KRaft cluster member; `open`, then `run` as long as the broker runs."""
+
+    def __init__(self, broker: Broker, metadata_log_dir: Any, directory_ids: dict[Any, Uuid],
+                 previous_broker_epoch: int) -> None:
+        self.broker = broker
+        config = broker.config
+        self.node_id = broker.node_id
+        self.quorum = quorum_of(config)
+        self.metadata_log_dir = metadata_log_dir
+        self.directory_ids = directory_ids
+        self.previous_broker_epoch = previous_broker_epoch
+        self.image = MetadataImage()
+        self.cache = KRaftMetadataCache(self.image, self.node_id)
+        self.replica_manager = ReplicaManager(broker)
+        self.log: MetadataLog | None = None
+        self.observer: MetadataObserver | None = None
+        self.lifecycle: BrokerLifecycleManager | None = None
+        self.forwarding = ForwardingManager(self.node_id, self.controller)
+        self.caught_up = trio.Event()
+        # producer id blocks from the controller (Kafka's RPCProducerIdManager)
+        self._pid_lock = trio.Lock()
+        self._pid_next = self._pid_end = 0
+        self._pid_conn: NodeConnection | None = None
+
+    def controller(self) -> QuorumNode | None:
+        """Where the active controller is: the quorum leader the observer follows."""
+        return self.observer._leader_address if self.observer is not None else None  # noqa: SLF001
+
+    def open(self) -> None:
+        """Open the local copy of the metadata log (blocking I/O: from a worker thread)."""
+        config = self.broker.config
+        self.log = MetadataLog.open(self.metadata_log_dir)
+        meta_dir_id = next(iter(self.directory_ids.values()))
+        self.observer = MetadataObserver(
+            self.log, node_id=self.node_id, cluster_id=self.broker.cluster_id, directory_id=meta_dir_id,
+            quorum=self.quorum, client_id=f"raft-client-{self.node_id}", on_commit=self._on_commit,
+            on_snapshot=self._on_snapshot)
+        controller_names = {str(n).upper() for n in config.get("controller.listener.names") or []}
+        listeners = [(lst.name, lst.advertised_host, lst.port, security_protocol_of(config, lst.name))
+                     for lst in config.advertised_listeners if lst.name.upper() not in controller_names]
+        self.lifecycle = BrokerLifecycleManager(
+            node_id=self.node_id, cluster_id=self.broker.cluster_id, incarnation_id=random_uuid(),
+            listeners=listeners, features=supported_feature_ranges(), log_dirs=list(self.directory_ids.values()),
+            rack=config.get("broker.rack"), previous_broker_epoch=self.previous_broker_epoch,
+            controller=self.controller, metadata_offset=lambda: self.observer.applied_offset - 1 if self.observer else -1,
+            caught_up=self.caught_up.is_set,
+            heartbeat_interval_s=int(config.get("broker.heartbeat.interval.ms")) / 1000)
+
+    def bound_port(self, port: int) -> None:
+        """The port the listener really bound (a configured port 0) is the one to register."""
+        if self.lifecycle is not None:
+            self.lifecycle.listeners = [(n, h, port if p == 0 else p, proto)
+                                        for n, h, p, proto in self.lifecycle.listeners]
+
+    async def run(self) -> None:
+        assert self.observer is not None and self.lifecycle is not None
+        async with trio.open_nursery() as nursery:
+            nursery.start_soon(self.observer.run)
+            nursery.start_soon(self._watch_catch_up)
+            nursery.start_soon(self.lifecycle.run)
+
+    async def _watch_catch_up(self) -> None:
+        assert self.observer is not None
+        await self.observer.caught_up.wait()
+        log.info("[BrokerServer id=%d] The broker has caught up with the metadata log (offset %d).",
+                 self.node_id, self.observer.applied_offset)
+        self.caught_up.set()
+
+    async def next_producer_id(self) -> int:
+        """A producer id from this broker's block, asking the controller for a new block
+        (AllocateProducerIds) when it is used up; NodeUnavailableError while none can be had."""
+        async with self._pid_lock:
+            if self._pid_next >= self._pid_end:
+                node = self.controller()
+                epoch = self.lifecycle.broker_epoch if self.lifecycle is not None else -1
+                if node is None or epoch < 0:
+                    raise NodeUnavailableError("no registered broker epoch or active controller yet")
+                if self._pid_conn is None or (self._pid_conn.host, self._pid_conn.port) != (node.host, node.port):
+                    self._pid_conn = NodeConnection(node.host, node.port, node_id=node.node_id,
+                                                    client_id=f"broker-{self.node_id}-producer-ids")
+                body = request_class(ALLOCATE_PRODUCER_IDS)(broker_id=self.node_id, broker_epoch=epoch)
+                _v, resp = await self._pid_conn.request(ALLOCATE_PRODUCER_IDS, body)
+                if resp.error_code:
+                    raise NodeUnavailableError(f"AllocateProducerIds answered error {resp.error_code}")
+                self._pid_next, self._pid_end = resp.producer_id_start, resp.producer_id_start + resp.producer_id_len
+            pid = self._pid_next
+            self._pid_next += 1
+            return pid
+
+    async def controlled_shutdown(self) -> None:
+        if self.lifecycle is not None and self.lifecycle.broker_epoch >= 0:
+            granted = await self.lifecycle.controlled_shutdown(30)
+            log.info("[BrokerLifecycleManager id=%d] controlled shutdown %s", self.node_id,
+                     "granted" if granted else "not granted in time")
+        await self.forwarding.close()
+        if self._pid_conn is not None:
+            await self._pid_conn.close()
+
+    def close(self) -> None:
+        if self.log is not None:
+            self.log.close()
+            self.log = None
+
+    # ------------------------------------------------------------------ applying metadata
+
+    def _on_commit(self, records: list[MetadataRecord], _offset: int) -> None:
+        for rec in records:
+            self.image.replay(rec)
+        self._publish()
+
+    def _on_snapshot(self, records: list[MetadataRecord], _offset: int) -> None:
+        image = MetadataImage()
+        for rec in records:
+            image.replay(rec)
+        self.image = self.cache.image = image
+        self._publish()
+
+    def _publish(self) -> None:
+        """Kafka's BrokerMetadataPublisher: topics, the Metadata cache, then partition leadership."""
+        broker = self.broker
+        meta = broker.metadata
+        if meta is None:
+            meta = broker.metadata = ClusterMetadata(broker)
+        topics = {}
+        for state in self.image.topics_by_id.values():
+            count = max(state.partitions) + 1 if state.partitions else 0
+            topics[state.name] = Topic(state.name, state.topic_id, count, self.image.topic_configs(state.name))
+        meta.topics = topics
+        meta.topics_by_id = {t.topic_id: t for t in topics.values()}
+        self.cache.changed()
+        self.replica_manager.apply(self.image)
+

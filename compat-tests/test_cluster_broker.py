@@ -1,0 +1,265 @@
+"""Odradek brokers in a KRaft cluster under Apache Kafka 4.4.0's controller (issue #24).
+
+One cluster for the module: a Kafka 4.4.0 controller (node 1), a Kafka 4.4.0 broker (node 2) and
+two `odradek serve` processes with process.roles=broker (nodes 3 and 4), all real processes on
+loopback. The Java broker checks every step: it must see the Odradek brokers registered and
+unfenced, serve the same cluster, and hold the same metadata log.
+"""
+
+from __future__ import annotations
+
+import time
+import uuid
+
+import pytest
+from confluent_kafka import Consumer as CKConsumer
+from confluent_kafka import Producer as CKProducer
+from confluent_kafka import TopicPartition as CKTopicPartition
+from kafka import KafkaConsumer, KafkaProducer, TopicPartition
+from kafka.admin import KafkaAdminClient, NewTopic
+from kafka_cluster import KafkaNode, Quorum
+from kafka_oracle import CLUSTER_ID, KAFKA_4_4, require_tool
+from odradek_broker import OdradekBroker
+
+from odradek.wire.records import iter_batches
+
+pytestmark = pytest.mark.oracle
+MD = "__cluster_metadata-0"
+
+
+class Cluster:
+    def __init__(self, root) -> None:
+        require_tool("kafka-4.4.0")
+        self.quorum = Quorum()
+        self.controller = KafkaNode(root / "node1", self.quorum, 1, roles=("controller",))
+        self.java = KafkaNode(root / "node2", self.quorum, 2, roles=("broker",))
+        self.odradek = {n: OdradekBroker(root / f"node{n}", overrides=self.odradek_overrides(n)) for n in (3, 4)}
+
+    def odradek_overrides(self, node_id: int) -> dict[str, object]:
+        return {"process.roles": "broker", "node.id": node_id, "cluster.id": CLUSTER_ID,
+                "controller.quorum.voters": self.quorum.voters_config, "controller.listener.names": "CONTROLLER"}
+
+    @property
+    def brokers(self) -> dict[int, object]:
+        return {2: self.java, **self.odradek}
+
+    def start(self) -> None:
+        self.controller.start()
+        self.java.start()
+        for broker in self.odradek.values():
+            broker.start()
+        self.wait_unfenced({2, 3, 4})
+
+    def wait_unfenced(self, ids: set[int], timeout: float = 30.0) -> None:
+        deadline = time.time() + timeout
+        seen: dict[int, bool] = {}
+        while time.time() < deadline:
+            seen = describe(self.java.bootstrap)
+            if {i for i, fenced in seen.items() if not fenced} >= ids:
+                return
+            time.sleep(0.2)
+        raise AssertionError(f"brokers {ids} not all unfenced: {seen}")
+
+    def stop(self) -> None:
+        for broker in [*self.odradek.values(), self.java, self.controller]:
+            try:
+                broker.stop()
+            finally:
+                broker.kill()
+
+
+def describe(bootstrap: str) -> dict[int, bool]:
+    admin = KafkaAdminClient(bootstrap_servers=bootstrap)
+    try:
+        return {b["broker_id"]: b["is_fenced"] for b in admin.describe_cluster()["brokers"]}
+    finally:
+        admin.close()
+
+
+def leaders(bootstrap: str, topic: str) -> dict[int, int]:
+    admin = KafkaAdminClient(bootstrap_servers=bootstrap)
+    try:
+        parts = admin.describe_topics([topic])[0]["partitions"]
+        return {p["partition_index"]: p["leader_id"] for p in parts}
+    finally:
+        admin.close()
+
+
+@pytest.fixture(scope="module")
+def cluster(tmp_path_factory):
+    c = Cluster(tmp_path_factory.mktemp("cluster"))
+    try:
+        c.start()
+        yield c
+    finally:
+        c.stop()
+
+
+def _wait_leaders(cluster: Cluster, topic: str, count: int) -> dict[int, int]:
+    deadline = time.time() + 20
+    got: dict[int, int] = {}
+    while time.time() < deadline:
+        got = leaders(cluster.java.bootstrap, topic)
+        if len(got) == count and all(v >= 0 for v in got.values()):
+            return got
+        time.sleep(0.2)
+    raise AssertionError(f"{topic}: leaders {got}")
+
+
+def test_every_broker_sees_the_same_cluster(cluster) -> None:
+    for broker in cluster.brokers.values():
+        assert describe(broker.bootstrap) == {2: False, 3: False, 4: False}
+        consumer = KafkaConsumer(bootstrap_servers=broker.bootstrap)
+        consumer.topics()  # a Metadata round trip
+        nodes = {b.node_id for b in consumer._client.cluster.brokers()}  # noqa: SLF001 - kafka-python's view
+        consumer.close()
+        assert nodes == {2, 3, 4}
+
+
+@pytest.mark.parametrize("through", [3, 2])
+def test_topics_created_through_any_broker_get_partitions_on_all_three(cluster, through) -> None:
+    topic = f"spread-via-{through}"
+    admin = KafkaAdminClient(bootstrap_servers=cluster.brokers[through].bootstrap)
+    admin.create_topics([NewTopic(topic, 6, 1)])
+    admin.close()
+    placed = _wait_leaders(cluster, topic, 6)
+    assert set(placed.values()) == {2, 3, 4}
+    # every broker answers the same leaders
+    for broker in cluster.brokers.values():
+        assert leaders(broker.bootstrap, topic) == placed
+
+
+def test_clients_produce_and_consume_every_partition(cluster, java_client) -> None:
+    topic = "clients-everywhere"
+    admin = KafkaAdminClient(bootstrap_servers=cluster.odradek[4].bootstrap)
+    admin.create_topics([NewTopic(topic, 6, 1)])
+    admin.close()
+    _wait_leaders(cluster, topic, 6)
+    sent: set[bytes] = set()
+    # kafka-python through an Odradek broker, to every partition
+    producer = KafkaProducer(bootstrap_servers=cluster.odradek[3].bootstrap, acks="all")
+    for i in range(60):
+        value = f"kp-{i}".encode()
+        producer.send(topic, value=value, partition=i % 6).get(15)
+        sent.add(value)
+    producer.close()
+    # confluent-kafka through the Java broker
+    ck = CKProducer({"bootstrap.servers": cluster.java.bootstrap, "acks": "all"})
+    errors: list[object] = []
+    for i in range(60):
+        value = f"ck-{i}".encode()
+        ck.produce(topic, value=value, partition=i % 6, on_delivery=lambda e, _m: e and errors.append(e))
+        sent.add(value)
+    assert ck.flush(30) == 0 and errors == []
+    # the Java 4.4 client (idempotent: producer ids from the controller) through the other Odradek broker
+    result = java_client(cluster.odradek[4].bootstrap, version=KAFKA_4_4).produce(
+        topic, 60, key_format=None, value_format="java-%d")
+    assert result["produced"] == 60
+    sent |= {f"java-{i}".encode() for i in range(60)}
+    # each client reads everything back, each through a different kind of broker
+    read = KafkaConsumer(bootstrap_servers=cluster.java.bootstrap, enable_auto_commit=False)
+    tps = [TopicPartition(topic, p) for p in range(6)]
+    read.assign(tps)
+    read.seek_to_beginning()
+    got: list[bytes] = []
+    deadline = time.time() + 30
+    while len(got) < len(sent) and time.time() < deadline:
+        for batch in read.poll(500).values():
+            got += [m.value for m in batch]
+    read.close()
+    assert sorted(got) == sorted(sent)
+    ckc = CKConsumer({"bootstrap.servers": cluster.odradek[3].bootstrap, "group.id": f"unused-{uuid.uuid4()}",
+                      "enable.auto.commit": False})
+    ckc.assign([CKTopicPartition(topic, p, 0) for p in range(6)])
+    ck_got: list[bytes] = []
+    idle = 0
+    while idle < 10 and len(ck_got) < len(sent):
+        msg = ckc.poll(0.5)
+        if msg is None or msg.error() is not None:
+            idle += 1
+            continue
+        ck_got.append(msg.value())
+    ckc.close()
+    assert sorted(ck_got) == sorted(sent)
+    java_got = java_client(cluster.odradek[4].bootstrap, version=KAFKA_4_4).consume(topic, max_records=len(sent))
+    assert sorted(r.value for r in java_got) == sorted(sent)
+
+
+def test_a_partition_led_elsewhere_is_answered_not_leader_or_follower(cluster) -> None:
+    from odradek.tools.client import BrokerConnection  # noqa: PLC0415 - one plain connection
+    from odradek.wire.protocol import request_class  # noqa: PLC0415
+    from odradek.wire.records import SimpleRecord, build_batch  # noqa: PLC0415
+
+    topic = "who-leads"
+    admin = KafkaAdminClient(bootstrap_servers=cluster.java.bootstrap)
+    admin.create_topics([NewTopic(topic, 3, 1)])
+    admin.close()
+    placed = _wait_leaders(cluster, topic, 3)
+    elsewhere = next(p for p, leader in placed.items() if leader != 3)
+    ours = [p for p, leader in placed.items() if leader == 3]
+    batch = build_batch([SimpleRecord(value=b"x", key=None, timestamp=int(time.time() * 1000))])
+    req = request_class(0)
+    body = req(transactional_id=None, acks=-1, timeout_ms=5000, topic_data=[req.TopicProduceData(
+        name=topic, partition_data=[req.PartitionProduceData(index=p, records=batch)
+                                    for p in [elsewhere, *ours]])])
+    host, port = cluster.odradek[3].bootstrap.split(":")
+    conn = BrokerConnection(host, int(port))
+    try:
+        resp = conn.send(0, body, version=9)
+    finally:
+        conn.close()
+    codes = {p.index: p.error_code for t in resp.responses for p in t.partition_responses}
+    assert codes[elsewhere] == 6  # NOT_LEADER_OR_FOLLOWER
+    assert all(codes[p] == 0 for p in ours)
+
+
+def test_an_odradek_broker_restarts_and_leads_its_partitions_again(cluster) -> None:
+    topic = "restart-me"
+    admin = KafkaAdminClient(bootstrap_servers=cluster.java.bootstrap)
+    admin.create_topics([NewTopic(topic, 6, 1)])
+    admin.close()
+    before = _wait_leaders(cluster, topic, 6)
+    mine = [p for p, leader in before.items() if leader == 3]
+    assert mine
+    producer = KafkaProducer(bootstrap_servers=cluster.java.bootstrap, acks="all")
+    acked = [producer.send(topic, value=f"before-{i}".encode(), partition=i % 6).get(15) for i in range(30)]
+    producer.flush()
+    broker = cluster.odradek[3]
+    assert broker.stop() == 0  # controlled shutdown: the controller fences it and its partitions lose their leader
+    during = leaders(cluster.java.bootstrap, topic)
+    assert all(during[p] == -1 for p in mine)
+    broker.start()
+    cluster.wait_unfenced({2, 3, 4})
+    after = _wait_leaders(cluster, topic, 6)
+    assert after == before
+    for meta in acked:
+        assert meta.offset >= 0
+    acked += [producer.send(topic, value=f"after-{i}".encode(), partition=i % 6).get(15) for i in range(30)]
+    producer.close()
+    read = KafkaConsumer(bootstrap_servers=broker.bootstrap, enable_auto_commit=False)
+    tps = [TopicPartition(topic, p) for p in range(6)]
+    read.assign(tps)
+    read.seek_to_beginning()
+    got: list[bytes] = []
+    deadline = time.time() + 30
+    while len(got) < 60 and time.time() < deadline:
+        for batch in read.poll(500).values():
+            got += [m.value for m in batch]
+    read.close()
+    assert sorted(got) == sorted([f"before-{i}".encode() for i in range(30)] + [f"after-{i}".encode() for i in range(30)])
+
+
+def test_odradek_copies_of_the_metadata_log_match_the_java_brokers(cluster) -> None:
+    def batches(path):
+        out = []
+        for seg in sorted(path.glob("*.log")):
+            out += [(b.header().base_offset, bytes(b._mv)) for b in iter_batches(seg.read_bytes())]  # noqa: SLF001
+        return out
+
+    time.sleep(1.0)
+    java = batches(cluster.java.log_dir / MD)
+    for broker in cluster.odradek.values():
+        ours = batches(broker.log_dir / MD)
+        n = min(len(ours), len(java))
+        assert n > 20
+        assert ours[:n] == java[:n]
