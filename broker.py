@@ -129,6 +129,13 @@ class Broker:
         self.forwarding = role.forwarding
         self.metadata = ClusterMetadata(self)
         self.producer_ids = ProducerIdManager.after_logs(self.log_manager.all_logs())
+        # the group coordinator coordinates the groups of the offsets partitions this broker leads,
+        # loading them as it is elected (BrokerRole._publish)
+        from .group_coordinator import GroupCoordinator  # noqa: PLC0415 - keeps broker import light
+        groups = self.coordinators.setdefault("groups", GroupCoordinator(self))
+        groups.owns = lambda group_id: self.replica_manager.leader_log(
+            "__consumer_offsets", groups.partition_for(group_id)) is not None
+        await groups.startup()
 
     async def shutdown(self) -> None:
         """Clean shutdown: flush, trim indexes, write snapshots, checkpoints and the clean marker."""

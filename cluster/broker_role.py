@@ -36,6 +36,11 @@ if TYPE_CHECKING:
 log = logging.getLogger(__name__)
 
 ALLOCATE_PRODUCER_IDS = 67
+CREATE_TOPICS = 19
+OFFSETS_TOPIC = "__consumer_offsets"
+#: The replication factor settings of the internal topics (Kafka's offsets/transaction configs).
+_REPLICATION_CONFIGS = {OFFSETS_TOPIC: "offsets.topic.replication.factor",
+                        "__transaction_state": "transaction.state.log.replication.factor"}
 
 
 class BrokerRoleError(RuntimeError):
@@ -183,5 +188,29 @@ class BrokerRole:
         meta.topics = topics
         meta.topics_by_id = {t.topic_id: t for t in topics.values()}
         self.cache.changed()
-        self.replica_manager.apply(self.image)
+        elected, resigned = self.replica_manager.apply(self.image)
+        # Kafka's coordinators follow their internal partitions' leadership (onElection/onResignation)
+        groups = broker.coordinators.get("groups")
+        if groups is not None:
+            gone = [p for t, p in resigned if t == OFFSETS_TOPIC]
+            new = [p for t, p in elected if t == OFFSETS_TOPIC]
+            if gone:
+                groups.on_resignation(gone)
+            if new:
+                groups.on_election(new)
+
+    async def create_topic(self, name: str, partitions: int, configs: dict[str, str]) -> None:
+        """Ask the active controller to create a topic (Kafka's AutoTopicCreationManager, for the
+        internal topics of the coordinators); an existing topic is fine."""
+        req = request_class(CREATE_TOPICS)
+        replication = int(self.broker.config.get(_REPLICATION_CONFIGS.get(name, "default.replication.factor")))
+        body = req(topics=[req.CreatableTopic(
+            name=name, num_partitions=partitions, replication_factor=replication, assignments=[],
+            configs=[req.CreatableTopicConfig(name=k, value=v) for k, v in configs.items()])],
+            timeout_ms=30000, validate_only=False)
+        resp = await self.forwarding.send_own(CREATE_TOPICS, body)
+        for topic in resp.topics:
+            if topic.error_code not in (0, 36):  # TOPIC_ALREADY_EXISTS
+                log.warning("[BrokerServer id=%d] The controller did not create %s: error %d %s", self.node_id,
+                            topic.name, topic.error_code, topic.error_message)
 

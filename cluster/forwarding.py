@@ -79,17 +79,27 @@ class ForwardingManager:
         data = bytes(resp.response_data)
         return [len(data).to_bytes(4, "big") + data]
 
+    async def send_own(self, api_key: int, body: object) -> object:
+        """A request of this broker's own to the active controller (not forwarded for a client)."""
+        node = self.controller()
+        if node is None:
+            raise NodeUnavailableError("no active controller known")
+        conn = self._connection(node)
+        _v, resp = await conn.request(api_key, body)
+        return resp
+
+    def _connection(self, node: QuorumNode) -> NodeConnection:
+        if self._conn is None or self._conn_node != node:
+            self._conn = NodeConnection(node.host, node.port, client_id=f"broker-{self.node_id}-forwarding",
+                                        node_id=node.node_id)
+            self._conn_node = node
+        return self._conn
+
     async def _send(self, body: object) -> object:
         node = self.controller()
         if node is None:
             raise NodeUnavailableError("no active controller known")
-        if self._conn is None or self._conn_node != node:
-            if self._conn is not None:
-                await self._conn.close()
-            self._conn = NodeConnection(node.host, node.port, client_id=f"broker-{self.node_id}-forwarding",
-                                        node_id=node.node_id)
-            self._conn_node = node
-        _v, resp = await self._conn.request(ENVELOPE, body)
+        _v, resp = await self._connection(node).request(ENVELOPE, body)
         return resp
 
     async def close(self) -> None:

@@ -74,10 +74,13 @@ class ReplicaManager:
 
     # ------------------------------------------------------------------ metadata changes
 
-    def apply(self, image: MetadataImage) -> None:
-        """Bring the partitions (and this broker's logs) in line with the committed metadata."""
+    def apply(self, image: MetadataImage) -> tuple[list[tuple[str, int]], list[tuple[str, int]]]:
+        """Bring the partitions (and this broker's logs) in line with the committed metadata;
+        returns the partitions this broker became the leader of, and those it stopped leading."""
         broker = self.broker
         seen: set[tuple[str, int]] = set()
+        elected: list[tuple[str, int]] = []
+        resigned: list[tuple[str, int]] = []
         for topic in image.topics_by_id.values():
             configs = image.topic_configs(topic.name)
             for index, state in topic.partitions.items():
@@ -86,6 +89,8 @@ class ReplicaManager:
                 part = self.partitions.get(key)
                 if part is None or part.topic_id != topic.topic_id:
                     if part is not None:
+                        if part.leader == self.node_id:
+                            resigned.append(key)
                         self._drop(part, "its topic was replaced")
                     part = self.partitions[key] = Partition(topic.name, index, topic.topic_id)
                 was_leader = part.leader == self.node_id
@@ -94,6 +99,8 @@ class ReplicaManager:
                 part.partition_epoch = state.partition_epoch
                 part.replicas, part.isr = list(state.replicas), list(state.isr)
                 if self.node_id not in state.replicas:
+                    if was_leader:
+                        resigned.append(key)
                     if part.log is not None:
                         self._drop(part, "this broker is no longer one of its replicas")
                     continue
@@ -106,11 +113,18 @@ class ReplicaManager:
                         part.log.become_leader(state.leader_epoch)
                         log.info("[ReplicaManager broker=%d] Leader %s with leader epoch %d", self.node_id,
                                  part.name, state.leader_epoch)
+                    if not was_leader:
+                        elected.append(key)
                 elif was_leader:
+                    resigned.append(key)
                     log.info("[ReplicaManager broker=%d] No longer the leader of %s (leader %d, epoch %d)",
                              self.node_id, part.name, state.leader, state.leader_epoch)
         for key in [k for k in self.partitions if k not in seen]:
-            self._drop(self.partitions.pop(key), "its topic was deleted")
+            part = self.partitions.pop(key)
+            if part.leader == self.node_id:
+                resigned.append(key)
+            self._drop(part, "its topic was deleted")
+        return elected, resigned
 
     def _drop(self, part: Partition, why: str) -> None:
         if part.log is None:

@@ -263,3 +263,66 @@ def test_odradek_copies_of_the_metadata_log_match_the_java_brokers(cluster) -> N
         n = min(len(ours), len(java))
         assert n > 20
         assert ours[:n] == java[:n]
+
+
+def _group_on(cluster: Cluster, node_id: int, prefix: str) -> str:
+    """A group id whose coordinator (the leader of its __consumer_offsets partition) is `node_id`."""
+    from odradek.group_coordinator.records import partition_for  # noqa: PLC0415 - Kafka's group hash
+
+    offsets = _wait_leaders(cluster, "__consumer_offsets", 50)
+    for i in range(10_000):
+        group = f"{prefix}-{i}"
+        if offsets[partition_for(group, 50)] == node_id:
+            return group
+    raise AssertionError(f"no group id lands on broker {node_id}")
+
+
+def _consume_group(bootstrap: str, topic: str, group: str, want: int) -> list[bytes]:
+    consumer = KafkaConsumer(topic, bootstrap_servers=bootstrap, group_id=group, auto_offset_reset="earliest",
+                             enable_auto_commit=False)
+    got: list[bytes] = []
+    deadline = time.time() + 60
+    while len(got) < want and time.time() < deadline:
+        for batch in consumer.poll(500).values():
+            got += [m.value for m in batch]
+    consumer.commit()
+    consumer.close()
+    return got
+
+
+@pytest.mark.parametrize("coordinator", [3, 2])
+def test_a_consumer_group_spans_the_brokers_with_its_coordinator_on_either_kind(cluster, coordinator) -> None:
+    topic = f"group-topic-{coordinator}"
+    admin = KafkaAdminClient(bootstrap_servers=cluster.java.bootstrap)
+    admin.create_topics([NewTopic(topic, 6, 1)])
+    admin.close()
+    assert set(_wait_leaders(cluster, topic, 6).values()) == {2, 3, 4}
+    producer = KafkaProducer(bootstrap_servers=cluster.odradek[4].bootstrap, acks="all")
+    for i in range(60):
+        producer.send(topic, value=f"g-{i}".encode(), partition=i % 6)
+    producer.flush()
+    # FindCoordinator on any broker makes the controller create __consumer_offsets, then names its leader
+    probe = KafkaConsumer(bootstrap_servers=cluster.odradek[3].bootstrap, group_id="probe", enable_auto_commit=False)
+    probe.assign([TopicPartition(topic, 0)])
+    deadline = time.time() + 30
+    while time.time() < deadline:
+        try:
+            probe.committed(TopicPartition(topic, 0))
+            break
+        except Exception:  # noqa: BLE001 - COORDINATOR_NOT_AVAILABLE while the topic is made
+            time.sleep(0.5)
+    probe.close()
+    group = _group_on(cluster, coordinator, f"grp-{coordinator}")
+    first = _consume_group(cluster.odradek[3].bootstrap, topic, group, 60)
+    assert sorted(first) == sorted(f"g-{i}".encode() for i in range(60))
+    # the committed offsets resume the group where it stopped, through another broker
+    for i in range(60, 72):
+        producer.send(topic, value=f"g-{i}".encode(), partition=i % 6)
+    producer.flush()
+    producer.close()
+    second = _consume_group(cluster.java.bootstrap, topic, group, 12)
+    assert sorted(second) == sorted(f"g-{i}".encode() for i in range(60, 72))
+    admin = KafkaAdminClient(bootstrap_servers=cluster.odradek[4].bootstrap)
+    committed = admin.list_group_offsets(group)
+    admin.close()
+    assert {tp.partition: meta.offset for tp, meta in committed[group].items()} == {p: 12 for p in range(6)}

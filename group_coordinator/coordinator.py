@@ -94,6 +94,8 @@ class GroupCoordinator:
         self.pending_transactional: dict[tuple[int, int], dict[str, dict[tuple[str, int], CommittedOffset]]] = {}
         self._last_retention_check = 0.0
         self._clock_ms = _now_ms
+        #: group id -> whether this broker coordinates it; None: all of them (the single node)
+        self.owns: Any = None
         # Which Kafka release's record layout to write (Odradek's own setting; see records.FORMATS).
         raw = getattr(self.config, "raw", {}) if self.config is not None else {}
         name = str(raw.get("group.coordinator.record.format", rec.DEFAULT_FORMAT))
@@ -193,6 +195,8 @@ class GroupCoordinator:
         already, off the event loop). Nothing while that creation is still under way: the caller then
         finds no partition and answers COORDINATOR_NOT_AVAILABLE, which clients retry."""
         spec = self.offsets_topic_spec()
+        if getattr(self.broker, "forwarding", None) is not None:
+            return  # a broker of a KRaft cluster: the controller creates it (FindCoordinator asks)
         if spec is not None and spec[0] not in getattr(self.broker, "topics_being_created", ()):
             self.broker.metadata.create_topic(*spec)
 
@@ -258,11 +262,35 @@ class GroupCoordinator:
         broker = self.broker
         if broker is None or broker.metadata is None or broker.metadata.get(rec.OFFSETS_TOPIC) is None:
             return
+        self._load_partitions(range(self._offsets_partitions()))
+
+    def on_election(self, partitions: list[int]) -> None:
+        """This broker now leads these ``__consumer_offsets`` partitions (a broker of a KRaft
+        cluster): load their groups and offsets, as Kafka's coordinator does on election."""
+        self._load_partitions(partitions)
+        self._hand_over_pending_transactional()
+
+    def on_resignation(self, partitions: list[int]) -> None:
+        """Another broker leads these partitions now: forget their groups (members parked in a
+        join or sync are told NOT_COORDINATOR and look the coordinator up again)."""
+        gone = set(partitions)
+        for group_id in [g for g in set(self.groups) | set(self.offsets) if self.partition_for(g) in gone]:
+            group = self.groups.pop(group_id, None)
+            self.offsets.pop(group_id, None)
+            if isinstance(group, ClassicGroup):
+                for member in group.members.values():
+                    self._answer_join(member, JoinResult(error=ErrorCode.NOT_COORDINATOR, member_id=member.member_id))
+                    self._answer_sync(member, SyncResult(error=ErrorCode.NOT_COORDINATOR))
+        log.info("Unloaded the groups of %s partitions %s", rec.OFFSETS_TOPIC, sorted(gone))
+
+    def _load_partitions(self, partitions: Any) -> None:
+        broker = self.broker
+        assert broker is not None
         group_values: dict[str, Any] = {}
         # consumer group records: group -> key version -> member id ("" for group-level) -> value
         consumer_found: dict[str, dict[int, dict[str, Any]]] = {}
         consumer_bytes: dict[str, dict[bytes, bytes]] = {}
-        for partition in range(self._offsets_partitions()):
+        for partition in partitions:
             partition_log = broker.partition_log(rec.OFFSETS_TOPIC, partition)
             if partition_log is None:
                 continue
@@ -389,9 +417,12 @@ class GroupCoordinator:
         group = self.groups.get(group_id)
         return group if isinstance(group, ClassicGroup) else None
 
-    def _check_active(self) -> None:
+    def _check_active(self, group_id: str | None = None) -> None:
         if not self.active:
             raise GroupError(ErrorCode.COORDINATOR_NOT_AVAILABLE)
+        if group_id and self.owns is not None and not self.owns(group_id):
+            # a broker of a KRaft cluster coordinates only the groups of the offsets partitions it leads
+            raise GroupError(ErrorCode.NOT_COORDINATOR)
 
     @staticmethod
     def _answer_join(member: ClassicMember, result: JoinResult) -> None:
@@ -457,7 +488,7 @@ class GroupCoordinator:
               client_host: str, session_timeout_ms: int, rebalance_timeout_ms: int, protocol_type: str,
               protocols: list[tuple[str, bytes]], require_known_member_id: bool,
               reason: str | None, supports_skip_assignment: bool) -> ClassicMember | JoinResult:
-        self._check_active()
+        self._check_active(group_id)
         if not group_id:
             raise GroupError(ErrorCode.INVALID_GROUP_ID)
         if not (self.cfg("group.min.session.timeout.ms") <= session_timeout_ms
@@ -822,7 +853,7 @@ class GroupCoordinator:
     def _sync(self, group_id: str, generation_id: int, member_id: str, instance_id: str | None,
               protocol_type: str | None, protocol_name: str | None,
               assignments: dict[str, bytes]) -> ClassicMember | SyncResult:
-        self._check_active()
+        self._check_active(group_id)
         if not group_id:
             raise GroupError(ErrorCode.INVALID_GROUP_ID)
         group = self._classic(group_id)
@@ -872,7 +903,7 @@ class GroupCoordinator:
     def heartbeat(self, group_id: str, generation_id: int, member_id: str, instance_id: str | None) -> ErrorCode:
         """Heartbeat: keeps the member's session alive and tells it whether a rebalance is on."""
         try:
-            self._check_active()
+            self._check_active(group_id)
             if not group_id:
                 raise GroupError(ErrorCode.INVALID_GROUP_ID)
             group = self.groups.get(group_id)
@@ -895,7 +926,7 @@ class GroupCoordinator:
     def leave_group(self, group_id: str, members: list[tuple[str, str | None]]) -> tuple[ErrorCode, list[ErrorCode]]:
         """LeaveGroup (batched since v3): top-level error and one error per (member id, instance id)."""
         try:
-            self._check_active()
+            self._check_active(group_id)
             if not group_id:
                 raise GroupError(ErrorCode.INVALID_GROUP_ID)
             group = self.groups.get(group_id)
@@ -945,7 +976,7 @@ class GroupCoordinator:
         classic group completes a rebalance. Transactional commits do not count as a heartbeat.
         `partitions` (topic, partition) lets a consumer group member commit with an older member
         epoch for partitions it has held since then (Kafka 4.4)."""
-        self._check_active()
+        self._check_active(group_id)
         group = self.groups.get(group_id)
         if group is None:
             if generation_id >= 0:
@@ -1009,14 +1040,14 @@ class GroupCoordinator:
         """OffsetFetch v9+ from a consumer group member: the member and epoch must be current.
         Only a request with neither (the admin client, a classic consumer) skips the check, as in
         Kafka's ConsumerGroup.validateOffsetFetch."""
-        self._check_active()
+        self._check_active(group_id)
         group = self.groups.get(group_id)
         if isinstance(group, ConsumerGroup) and not (member_id is None and member_epoch < 0):
             group.validate_offset_fetch(member_id, member_epoch)
 
     def delete_offsets(self, group_id: str, partitions: list[tuple[str, int]]) -> dict[tuple[str, int], ErrorCode]:
         """OffsetDelete: tombstones for offsets of topics the group does not consume (raises GroupError)."""
-        self._check_active()
+        self._check_active(group_id)
         group = self.groups.get(group_id)
         if group is None or (isinstance(group, ClassicGroup) and group.is_in(GroupState.DEAD)):
             raise GroupError(ErrorCode.GROUP_ID_NOT_FOUND)
@@ -1147,7 +1178,7 @@ class GroupCoordinator:
         from .consumer import HeartbeatResult
 
         try:
-            self._check_active()
+            self._check_active(group_id)
             _validate_consumer_heartbeat(api_version, group_id, member_id, member_epoch, instance_id, rack_id,
                                          rebalance_timeout_ms, subscribed_topic_names, subscribed_topic_regex,
                                          server_assignor, owned)
@@ -1203,7 +1234,7 @@ class GroupCoordinator:
         results: dict[str, ErrorCode] = {}
         for group_id in group_ids:
             try:
-                self._check_active()
+                self._check_active(group_id)
                 group = self.groups.get(group_id)
                 if group is None or (isinstance(group, ClassicGroup) and group.is_in(GroupState.DEAD)):
                     raise GroupError(ErrorCode.GROUP_ID_NOT_FOUND)

@@ -155,24 +155,49 @@ async def handle_find_coordinator(ctx: RequestContext, header, request) -> objec
                 code = ready
         else:
             code = ErrorCode.INVALID_REQUEST
-        answers.append((key, code))
+        node = (broker.node_id, host, port)
+        if code == ErrorCode.NONE and broker.broker_role is not None:
+            # a broker of a KRaft cluster: the coordinator is the leader of the key's partition
+            code, node = _partition_leader_node(ctx, key_type, key)
+        answers.append((key, code, node))
     if version >= 4:
         return FindCoordinatorResponse(
             throttle_time_ms=0,
             coordinators=[
                 FindCoordinatorResponse.Coordinator(
-                    key=key, node_id=broker.node_id if code == 0 else -1, host=host if code == 0 else "",
+                    key=key, node_id=node[0] if code == 0 else -1, host=node[1] if code == 0 else "",
                     # v4+ answers carry no error message (KafkaApis sets only the code), "" on the wire
-                    port=port if code == 0 else -1, error_code=int(code), error_message="",
+                    port=node[2] if code == 0 else -1, error_code=int(code), error_message="",
                 )
-                for key, code in answers
+                for key, code, node in answers
             ],
         )
-    _, code = answers[0]
+    _, code, node = answers[0]
     return FindCoordinatorResponse(
         throttle_time_ms=0, error_code=int(code), error_message=_error_message(code),
-        node_id=broker.node_id if code == 0 else -1, host=host if code == 0 else "", port=port if code == 0 else -1,
+        node_id=node[0] if code == 0 else -1, host=node[1] if code == 0 else "", port=node[2] if code == 0 else -1,
     )
+
+
+def _partition_leader_node(ctx: RequestContext, key_type: int, key: str) -> tuple[ErrorCode, tuple[int, str, int]]:
+    """KafkaApis.getCoordinator in a cluster: the alive leader of the group's (or transactional
+    id's) internal partition, else COORDINATOR_NOT_AVAILABLE."""
+    broker = ctx.broker
+    if key_type == GROUP_KEY_TYPE:
+        coordinator = broker.coordinators.get("groups")
+        topic, partition = OFFSETS_TOPIC, coordinator.partition_for(key)
+    else:
+        from ..txn_coordinator.records import TRANSACTION_STATE_TOPIC  # noqa: PLC0415
+
+        txn = broker.coordinators.get("transactions")
+        topic, partition = TRANSACTION_STATE_TOPIC, txn.partition_for(key)
+    view = broker.metadata_cache.partition(topic, partition, ctx.listener_name)
+    if view is None or view.leader < 0:
+        return ErrorCode.COORDINATOR_NOT_AVAILABLE, (-1, "", -1)
+    for node in broker.metadata_cache.alive_brokers(ctx.listener_name):
+        if node.node_id == view.leader:
+            return ErrorCode.NONE, (node.node_id, node.host, node.port)
+    return ErrorCode.COORDINATOR_NOT_AVAILABLE, (-1, "", -1)
 
 
 async def _internal_topic_ready(broker, spec: tuple[str, int, dict[str, str]] | None) -> ErrorCode:
@@ -182,7 +207,11 @@ async def _internal_topic_ready(broker, spec: tuple[str, int, dict[str, str]] | 
     if spec is None:
         return ErrorCode.NONE
     try:
-        await ensure_internal_topic(broker, spec)
+        if broker.broker_role is not None:
+            # a broker of a KRaft cluster asks the controller (Kafka's AutoTopicCreationManager)
+            await broker.broker_role.create_topic(*spec)
+        else:
+            await ensure_internal_topic(broker, spec)
     except Exception:
         log.exception("Creating the internal topic %s failed", spec[0])
     return ErrorCode.COORDINATOR_NOT_AVAILABLE
