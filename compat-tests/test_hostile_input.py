@@ -71,7 +71,7 @@ def fd_count(pid: int) -> int:
 def api_versions_ok(broker, timeout: float = 5.0) -> bool:
     """A fresh connection gets an ApiVersions answer within `timeout` seconds."""
     with socket.create_connection((broker.host, broker.port), timeout=timeout) as sock:
-        sock.sendall(join_pieces(encode_request(3, 1, request_class(18)(), client_id="probe")))
+        sock.sendall(join_pieces(encode_request(3, 1, request_class(18)(client_software_name="probe", client_software_version="1"), client_id="probe")))
         frame = read_frame(sock, timeout)
         _, body = decode_response(frame, 18, 3)
         return body.error_code == 0
@@ -256,7 +256,7 @@ def _open_raw(broker) -> socket.socket:
 
 def _answers(sock: socket.socket, timeout: float = 3.0) -> bool:
     try:
-        sock.sendall(join_pieces(encode_request(3, 9, request_class(18)(), client_id="limit")))
+        sock.sendall(join_pieces(encode_request(3, 9, request_class(18)(client_software_name="probe", client_software_version="1"), client_id="limit")))
         read_frame(sock, timeout)
         return True
     except (ConnectionError, OSError):
@@ -288,7 +288,7 @@ def test_max_connections_blocks_the_acceptor(odradek_broker_factory) -> None:
     first, second = _open_raw(broker), _open_raw(broker)
     assert _answers(first) and _answers(second)
     waiting = _open_raw(broker)  # the kernel completes the handshake; the broker does not accept yet
-    waiting.sendall(join_pieces(encode_request(3, 5, request_class(18)(), client_id="waiting")))
+    waiting.sendall(join_pieces(encode_request(3, 5, request_class(18)(client_software_name="probe", client_software_version="1"), client_id="waiting")))
     with pytest.raises(TimeoutError):
         read_frame(waiting, timeout=1.5)
     first.close()

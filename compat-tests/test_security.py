@@ -184,7 +184,7 @@ def test_ssl_listener_with_stock_clients(odradek_broker_factory, pki: Pki, store
                                                         "ssl.ca.location": str(pki.ca_file)})
     # a plaintext client on the TLS port gets nothing useful and the broker keeps serving
     with socket.create_connection(bootstrap.split(":"), timeout=5) as sock:
-        sock.sendall(join_pieces(encode_request(3, 1, request_class(18)(), client_id="plain")))
+        sock.sendall(join_pieces(encode_request(3, 1, request_class(18)(client_software_name="probe", client_software_version="1"), client_id="plain")))
         sock.settimeout(5)
         try:
             data = sock.recv(100)
@@ -207,7 +207,7 @@ def test_ssl_client_auth_required(odradek_broker_factory, pki: Pki) -> None:
         with pytest.raises((ssl.SSLError, ConnectionError, OSError)):
             with ctx.wrap_socket(raw, server_hostname="127.0.0.1") as tls:
                 # TLS 1.3: the refusal arrives with the first read
-                tls.sendall(join_pieces(encode_request(3, 1, request_class(18)(), client_id="no-cert")))
+                tls.sendall(join_pieces(encode_request(3, 1, request_class(18)(client_software_name="probe", client_software_version="1"), client_id="no-cert")))
                 if not tls.recv(4):
                     raise ConnectionError("closed")
 
@@ -296,7 +296,7 @@ def test_sasl_state_machine_raw(odradek_broker_factory) -> None:
         assert _closed(sock)
     # 2. an unknown mechanism: UNSUPPORTED_SASL_MECHANISM with the enabled list, then closed
     with connect() as sock:
-        assert _call(sock, 18, 3, request_class(18)()).error_code == 0  # ApiVersions is allowed
+        assert _call(sock, 18, 3, request_class(18)(client_software_name="probe", client_software_version="1")).error_code == 0  # ApiVersions is allowed
         resp = _call(sock, 17, 1, Handshake(mechanism="GSSAPI"))
         assert resp.error_code == ErrorCode.UNSUPPORTED_SASL_MECHANISM
         assert resp.mechanisms == ["PLAIN", "SCRAM-SHA-256"]
@@ -339,7 +339,7 @@ def test_sasl_state_machine_raw(odradek_broker_factory) -> None:
         assert _call(sock, 17, 1, Handshake(mechanism="PLAIN")).error_code == 0
         resp = _call(sock, 36, 2, Authenticate(auth_bytes=b"\x00alice\x00nope"))
         assert resp.error_code == ErrorCode.SASL_AUTHENTICATION_FAILED
-        sock.sendall(join_pieces(encode_request(3, 3, request_class(18)(), client_id="raw", api_key=18)))
+        sock.sendall(join_pieces(encode_request(3, 3, request_class(18)(client_software_name="probe", client_software_version="1"), client_id="raw", api_key=18)))
         time.sleep(0.02)
         assert sock.recv(1) == b""  # a closed broker socket would have answered with a reset
     # 4. PLAIN right: then any API works; a second SaslAuthenticate is ILLEGAL_SASL_STATE

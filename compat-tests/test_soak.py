@@ -140,7 +140,7 @@ def test_soak(odradek_broker_factory) -> None:
                     body = request_class(3)(topics=[request_class(3).MetadataRequestTopic(name=topic)])
                     frame = encode_request(12, corr, body, client_id=f"soak-m{index}")
                 else:
-                    frame = encode_request(3, corr, request_class(18)(), client_id=f"soak-m{index}")
+                    frame = encode_request(3, corr, request_class(18)(client_software_name="probe", client_software_version="1"), client_id=f"soak-m{index}")
                 sock.sendall(join_pieces(frame))
                 recv_frame(sock)
                 with lock:
