@@ -333,9 +333,10 @@ def dump_log_segments(
     if isinstance(files, str | Path):
         files = [files]
     joined = ",".join(str(f) for f in files)
-    proc = run_java_tool(
-        "kafka.tools.DumpLogSegments", ["--files", joined, *flags], version=version, timeout=timeout
-    )
+    # the tool moved from core (Scala) to kafka-tools in Kafka 4.2
+    major, minor = (int(x) for x in version.split(".")[:2])
+    main_class = "org.apache.kafka.tools.DumpLogSegments" if (major, minor) >= (4, 2) else "kafka.tools.DumpLogSegments"
+    proc = run_java_tool(main_class, ["--files", joined, *flags], version=version, timeout=timeout)
     return proc.stdout, proc.stderr, proc.returncode
 
 
@@ -637,6 +638,8 @@ class KafkaBroker(BrokerProcess):
         self.properties_file = self.workdir / "server.properties"
         self.server_log = self.workdir / "server.log"
         self.last_format_seconds: float | None = None
+        #: extra ``kafka-storage format`` arguments, e.g. ``["--feature", "transaction.version=1"]``
+        self.format_args: list[str] = []
         self._cds_pending: Path | None = None
         if "log.dirs" in self.overrides:
             self.log_dirs = [Path(p) for p in self.overrides["log.dirs"].split(",")]
@@ -682,7 +685,7 @@ class KafkaBroker(BrokerProcess):
         t0 = time.monotonic()
         proc = run_java_tool(
             "kafka.tools.StorageTool",
-            ["format", "-t", CLUSTER_ID, "-c", str(self.properties_file), "--ignore-formatted"],
+            ["format", "-t", CLUSTER_ID, "-c", str(self.properties_file), "--ignore-formatted", *self.format_args],
             version=self.version,
         )
         self.last_format_seconds = time.monotonic() - t0

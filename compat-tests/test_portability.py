@@ -21,8 +21,9 @@ from confluent_kafka import Consumer as CKConsumer
 from confluent_kafka import TopicPartition as CKTopicPartition
 from kafka import KafkaConsumer, KafkaProducer, OffsetAndMetadata, TopicPartition
 from kafka.admin import ConfigResource, ConfigResourceType, KafkaAdminClient, NewPartitions, NewTopic
-from kafka_oracle import KAFKA_4_4
+from kafka_oracle import CLUSTER_ID, KAFKA_4_4
 
+from odradek.cli import main as odradek_main
 from odradek.kraft.log import MetadataLog
 from odradek.kraft.quorum_state import QuorumState
 from odradek.logstore.metadata_files import MetaProperties
@@ -250,7 +251,9 @@ def test_cross_start_odradek_kafka_odradek(odradek_broker_factory, kafka_broker_
     data = tmp_path / "shared-log-dir"
     overrides = {"log.dirs": str(data)}
 
-    # --- Odradek writes the dir
+    # --- Odradek writes the dir (formatted for the Kafka release that takes it next, as with kafka-storage)
+    assert odradek_main(["storage", "format", "-t", CLUSTER_ID, "--override", f"log.dirs={data}",
+                         "--release-version", kafka_version.rsplit(".", 1)[0]]) == 0
     odradek = odradek_broker_factory(overrides=overrides)
     admin = KafkaAdminClient(bootstrap_servers=odradek.bootstrap)
     admin.create_topics([
@@ -348,9 +351,10 @@ def test_kafka_dump_log_decodes_odradek_metadata(odradek_broker_factory, dump_lo
     producer.close()
     assert broker.stop() == 0
     meta_dir = broker.log_dir / "__cluster_metadata-0"
+    # Odradek formats with Kafka 4.4's metadata.version: Kafka 4.4's tool reads its record versions
     out, err, rc = dump_log_segments_tool(
         [broker.log_dir / "bootstrap.checkpoint", *sorted(meta_dir.glob("*.log"))],
-        "--cluster-metadata-decoder")
+        "--cluster-metadata-decoder", version=KAFKA_4_4)
     assert rc == 0, err
     assert "Exception" not in out + err and "Error" not in err
     for record_type in ("FEATURE_LEVEL_RECORD", "TOPIC_RECORD", "PARTITION_RECORD", "CONFIG_RECORD",
@@ -433,7 +437,8 @@ def test_idempotent_producer_continues_across_the_moves(odradek_broker_factory, 
     send("odradek-")
     pid = producer._transaction_manager.producer_id_and_epoch
     assert odradek.stop() == 0
-    kafka = kafka_broker_factory(overrides=overrides, port=port)
+    # Odradek formats with Kafka 4.4's metadata.version, which Kafka 4.4 (not 4.1) takes
+    kafka = kafka_broker_factory(overrides=overrides, port=port, version=KAFKA_4_4)
     send("kafka-")
     kafka.stop()
     odradek2 = odradek_broker_factory(overrides=overrides, port=port)
@@ -473,7 +478,7 @@ def test_several_log_dirs_and_a_separate_metadata_dir_move_to_kafka(odradek_brok
     assert (tmp_path / "meta" / "__cluster_metadata-0").is_dir() and (tmp_path / "meta" / "meta.properties").exists()
     assert not (tmp_path / "meta" / ".lock").exists()
 
-    kafka = kafka_broker_factory(overrides=overrides)
+    kafka = kafka_broker_factory(overrides=overrides, version=KAFKA_4_4)  # Odradek formats for Kafka 4.4
     parts = [TopicPartition("spread", p) for p in range(4)]
     expected = sorted(r for d in dirs for r in _records_on_disk(d, "spread"))
     assert len(expected) == 8
