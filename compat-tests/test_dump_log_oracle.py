@@ -150,8 +150,14 @@ def odradek_data_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
     from kafka_oracle import require_tool
     from odradek_broker import OdradekBroker
 
+    from odradek.cli import main as odradek_main
+
     require_tool(f"kafka-{KAFKA_VERSION}")
     broker = OdradekBroker(tmp_path_factory.mktemp("odradek"))
+    # formatted for the release whose tool is the reference, so that its metadata records are in
+    # versions that tool reads (Odradek formats for Kafka 4.4 by default)
+    assert odradek_main(["storage", "format", "-t", "q1w2e3r4t5y6u7i8o9p0AA", "--override",
+                         f"log.dirs={broker.log_dirs[0]}", "--release-version", KAFKA_VERSION.rsplit(".", 1)[0]]) == 0
     broker.start()
     try:
         _produce(broker.bootstrap)
