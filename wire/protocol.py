@@ -83,9 +83,10 @@ def response_class(api_key: int) -> type:
 def supported_versions(api_key: int, include_unstable: bool = False) -> tuple[int, int]:
     """(min, max) versions this build can decode and encode for an API.
 
-    The union of Kafka 3.9.1's and 4.1.1's ranges (so Produce starts at v0). Unless
+    The union of Kafka 3.9.1's, 4.1.1's and 4.4.0's ranges (so Produce starts at v0). Unless
     ``include_unstable``, a latest version Kafka marks unstable (not advertised by a default
-    broker, e.g. OffsetCommit v10 in 4.1) is left out.
+    broker, e.g. InitProducerId v6 in 4.4) is left out. What the broker serves is each
+    handler's own range (handlers/registry.py), not this.
     """
     name = _api_name(api_key)
     req = message_def(name + "Request")
