@@ -128,7 +128,8 @@ class Broker:
         self.metadata_cache = role.cache
         self.forwarding = role.forwarding
         self.metadata = ClusterMetadata(self)
-        self.producer_ids = ProducerIdManager.after_logs(self.log_manager.all_logs())
+        # producer ids come in blocks from the controller
+        self.producer_ids = role.producer_ids
         # the group coordinator coordinates the groups of the offsets partitions this broker leads,
         # loading them as it is elected (BrokerRole._publish)
         from .group_coordinator import GroupCoordinator  # noqa: PLC0415 - keeps broker import light
@@ -136,6 +137,14 @@ class Broker:
         groups.owns = lambda group_id: self.replica_manager.leader_log(
             "__consumer_offsets", groups.partition_for(group_id)) is not None
         await groups.startup()
+        # likewise the transactions of the __transaction_state partitions it leads; markers for
+        # partitions led by other brokers go out as WriteTxnMarkers
+        from .txn_coordinator import TransactionCoordinator  # noqa: PLC0415
+        txn = self.coordinators.setdefault("transactions", TransactionCoordinator(self))
+        txn.owns = lambda txn_id: self.replica_manager.leader_log(
+            "__transaction_state", txn.partition_for(txn_id)) is not None
+        txn.remote_markers = role.txn_markers.send
+        await txn.startup()
 
     async def shutdown(self) -> None:
         """Clean shutdown: flush, trim indexes, write snapshots, checkpoints and the clean marker."""

@@ -28,6 +28,7 @@ from ..wire.protocol import request_class
 from .forwarding import ForwardingManager
 from .metadata_cache import KRaftMetadataCache
 from .replica_manager import ReplicaManager
+from .txn_markers import TransactionMarkerChannelManager
 
 if TYPE_CHECKING:
     from ..broker import Broker
@@ -38,9 +39,10 @@ log = logging.getLogger(__name__)
 ALLOCATE_PRODUCER_IDS = 67
 CREATE_TOPICS = 19
 OFFSETS_TOPIC = "__consumer_offsets"
+TRANSACTION_STATE_TOPIC = "__transaction_state"
 #: The replication factor settings of the internal topics (Kafka's offsets/transaction configs).
 _REPLICATION_CONFIGS = {OFFSETS_TOPIC: "offsets.topic.replication.factor",
-                        "__transaction_state": "transaction.state.log.replication.factor"}
+                        TRANSACTION_STATE_TOPIC: "transaction.state.log.replication.factor"}
 
 
 class BrokerRoleError(RuntimeError):
@@ -77,10 +79,12 @@ class BrokerRole:
         self.lifecycle: BrokerLifecycleManager | None = None
         self.forwarding = ForwardingManager(self.node_id, self.controller)
         self.caught_up = trio.Event()
-        # producer id blocks from the controller (Kafka's RPCProducerIdManager)
-        self._pid_lock = trio.Lock()
-        self._pid_next = self._pid_end = 0
-        self._pid_conn: NodeConnection | None = None
+        self.producer_ids = ControllerProducerIdManager(self)
+        listener = config.get("inter.broker.listener.name") or next(
+            (lst.name for lst in config.listeners
+             if lst.name.upper() not in {str(n).upper() for n in config.get("controller.listener.names") or []}),
+            "PLAINTEXT")
+        self.txn_markers = TransactionMarkerChannelManager(broker, listener)
 
     def controller(self) -> QuorumNode | None:
         """Where the active controller is: the quorum leader the observer follows."""
@@ -118,6 +122,7 @@ class BrokerRole:
             nursery.start_soon(self.observer.run)
             nursery.start_soon(self._watch_catch_up)
             nursery.start_soon(self.lifecycle.run)
+            nursery.start_soon(self.txn_markers.run)
 
     async def _watch_catch_up(self) -> None:
         assert self.observer is not None
@@ -127,25 +132,9 @@ class BrokerRole:
         self.caught_up.set()
 
     async def next_producer_id(self) -> int:
-        """A producer id from this broker's block, asking the controller for a new block
-        (AllocateProducerIds) when it is used up; NodeUnavailableError while none can be had."""
-        async with self._pid_lock:
-            if self._pid_next >= self._pid_end:
-                node = self.controller()
-                epoch = self.lifecycle.broker_epoch if self.lifecycle is not None else -1
-                if node is None or epoch < 0:
-                    raise NodeUnavailableError("no registered broker epoch or active controller yet")
-                if self._pid_conn is None or (self._pid_conn.host, self._pid_conn.port) != (node.host, node.port):
-                    self._pid_conn = NodeConnection(node.host, node.port, node_id=node.node_id,
-                                                    client_id=f"broker-{self.node_id}-producer-ids")
-                body = request_class(ALLOCATE_PRODUCER_IDS)(broker_id=self.node_id, broker_epoch=epoch)
-                _v, resp = await self._pid_conn.request(ALLOCATE_PRODUCER_IDS, body)
-                if resp.error_code:
-                    raise NodeUnavailableError(f"AllocateProducerIds answered error {resp.error_code}")
-                self._pid_next, self._pid_end = resp.producer_id_start, resp.producer_id_start + resp.producer_id_len
-            pid = self._pid_next
-            self._pid_next += 1
-            return pid
+        """A producer id from a block the controller handed out (NodeUnavailableError while none)."""
+        await self.producer_ids.ensure_available()
+        return self.producer_ids.generate()
 
     async def controlled_shutdown(self) -> None:
         if self.lifecycle is not None and self.lifecycle.broker_epoch >= 0:
@@ -153,8 +142,7 @@ class BrokerRole:
             log.info("[BrokerLifecycleManager id=%d] controlled shutdown %s", self.node_id,
                      "granted" if granted else "not granted in time")
         await self.forwarding.close()
-        if self._pid_conn is not None:
-            await self._pid_conn.close()
+        await self.producer_ids.close()
 
     def close(self) -> None:
         if self.log is not None:
@@ -190,14 +178,16 @@ class BrokerRole:
         self.cache.changed()
         elected, resigned = self.replica_manager.apply(self.image)
         # Kafka's coordinators follow their internal partitions' leadership (onElection/onResignation)
-        groups = broker.coordinators.get("groups")
-        if groups is not None:
-            gone = [p for t, p in resigned if t == OFFSETS_TOPIC]
-            new = [p for t, p in elected if t == OFFSETS_TOPIC]
+        for name, topic in (("groups", OFFSETS_TOPIC), ("transactions", TRANSACTION_STATE_TOPIC)):
+            coordinator = broker.coordinators.get(name)
+            if coordinator is None:
+                continue
+            gone = [p for t, p in resigned if t == topic]
+            new = [p for t, p in elected if t == topic]
             if gone:
-                groups.on_resignation(gone)
+                coordinator.on_resignation(gone)
             if new:
-                groups.on_election(new)
+                coordinator.on_election(new)
 
     async def create_topic(self, name: str, partitions: int, configs: dict[str, str]) -> None:
         """Ask the active controller to create a topic (Kafka's AutoTopicCreationManager, for the
@@ -214,3 +204,44 @@ class BrokerRole:
                 log.warning("[BrokerServer id=%d] The controller did not create %s: error %d %s", self.node_id,
                             topic.name, topic.error_code, topic.error_message)
 
+
+class ControllerProducerIdManager:
+    """Producer ids in blocks from the active controller (Kafka's RPCProducerIdManager): the broker
+    asks for a block with AllocateProducerIds when the one it has is used up. `generate` is
+    synchronous (the transaction coordinator calls it); `ensure_available` first."""
+
+    def __init__(self, role: BrokerRole) -> None:
+        self.role = role
+        self._lock = trio.Lock()
+        self.next_id = self.block_end = 0
+        self._conn: NodeConnection | None = None
+
+    async def ensure_available(self) -> None:
+        async with self._lock:
+            if self.next_id < self.block_end:
+                return
+            role = self.role
+            node = role.controller()
+            epoch = role.lifecycle.broker_epoch if role.lifecycle is not None else -1
+            if node is None or epoch < 0:
+                raise NodeUnavailableError("no registered broker epoch or active controller yet")
+            if self._conn is None or (self._conn.host, self._conn.port) != (node.host, node.port):
+                self._conn = NodeConnection(node.host, node.port, node_id=node.node_id,
+                                            client_id=f"broker-{role.node_id}-producer-ids")
+            body = request_class(ALLOCATE_PRODUCER_IDS)(broker_id=role.node_id, broker_epoch=epoch)
+            _v, resp = await self._conn.request(ALLOCATE_PRODUCER_IDS, body)
+            if resp.error_code:
+                raise NodeUnavailableError(f"AllocateProducerIds answered error {resp.error_code}")
+            self.next_id, self.block_end = resp.producer_id_start, resp.producer_id_start + resp.producer_id_len
+
+    def generate(self) -> int:
+        if self.next_id >= self.block_end:
+            raise NodeUnavailableError("the block of producer ids is used up")
+        pid = self.next_id
+        self.next_id += 1
+        return pid
+
+    async def close(self) -> None:
+        if self._conn is not None:
+            await self._conn.close()
+            self._conn = None

@@ -42,7 +42,8 @@ class KafkaNode(KafkaBroker):
     """One real Kafka process of a multi-node cluster, in the given roles."""
 
     def __init__(self, workdir: str | Path, quorum: Quorum, node_id: int, *, roles: Sequence[str] = ("broker",),
-                 version: str = KAFKA_4_4, overrides: Mapping[str, object] | None = None) -> None:
+                 version: str = KAFKA_4_4, overrides: Mapping[str, object] | None = None,
+                 format_args: Sequence[str] = ()) -> None:
         self.quorum = quorum
         self.node_id = node_id
         self.roles = tuple(roles)
@@ -50,6 +51,7 @@ class KafkaNode(KafkaBroker):
         super().__init__(workdir, version=version, overrides=overrides, host=quorum.host,
                          port=free_port(quorum.host), controller_port=controller_port)
         self._auto_ports = False
+        self.format_args = list(format_args)
 
     def properties(self) -> dict[str, str]:
         props = super().properties()

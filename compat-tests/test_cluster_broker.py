@@ -31,7 +31,10 @@ class Cluster:
     def __init__(self, root) -> None:
         require_tool("kafka-4.4.0")
         self.quorum = Quorum()
-        self.controller = KafkaNode(root / "node1", self.quorum, 1, roles=("controller",))
+        # transaction.version 1: Odradek's transaction coordinator serves the KIP-890 part 1 protocol
+        # only (transaction version 2 comes with the Kafka 4.4 work)
+        self.controller = KafkaNode(root / "node1", self.quorum, 1, roles=("controller",),
+                                    format_args=["--feature", "transaction.version=1"])
         self.java = KafkaNode(root / "node2", self.quorum, 2, roles=("broker",))
         self.odradek = {n: OdradekBroker(root / f"node{n}", overrides=self.odradek_overrides(n)) for n in (3, 4)}
 
@@ -326,3 +329,63 @@ def test_a_consumer_group_spans_the_brokers_with_its_coordinator_on_either_kind(
     committed = admin.list_group_offsets(group)
     admin.close()
     assert {tp.partition: meta.offset for tp, meta in committed[group].items()} == {p: 12 for p in range(6)}
+
+
+def _txn_id_on(cluster: Cluster, node_id: int, prefix: str) -> str:
+    """A transactional id whose coordinator (its __transaction_state partition's leader) is `node_id`."""
+    from odradek.txn_coordinator.records import partition_for  # noqa: PLC0415 - Kafka's id hash
+
+    states = _wait_leaders(cluster, "__transaction_state", 50)
+    for i in range(10_000):
+        txn_id = f"{prefix}-{i}"
+        if states[partition_for(txn_id, 50)] == node_id:
+            return txn_id
+    raise AssertionError(f"no transactional id lands on broker {node_id}")
+
+
+def _read_committed(bootstrap: str, topic: str, partitions: int) -> list[bytes]:
+    consumer = CKConsumer({"bootstrap.servers": bootstrap, "group.id": f"rc-{uuid.uuid4()}",
+                           "isolation.level": "read_committed", "enable.auto.commit": False})
+    consumer.assign([CKTopicPartition(topic, p, 0) for p in range(partitions)])
+    got: list[bytes] = []
+    idle = 0
+    while idle < 8:
+        msg = consumer.poll(0.5)
+        if msg is None or msg.error() is not None:
+            idle += 1
+            continue
+        idle = 0
+        got.append(msg.value())
+    consumer.close()
+    return got
+
+
+@pytest.mark.parametrize("coordinator", [3, 2])
+def test_transactions_span_the_brokers_with_the_coordinator_on_either_kind(cluster, coordinator) -> None:
+    topic = f"txn-topic-{coordinator}"
+    admin = KafkaAdminClient(bootstrap_servers=cluster.java.bootstrap)
+    admin.create_topics([NewTopic(topic, 6, 1)])
+    admin.close()
+    assert set(_wait_leaders(cluster, topic, 6).values()) == {2, 3, 4}
+    # the first transactional producer makes the controller create __transaction_state
+    warm = CKProducer({"bootstrap.servers": cluster.odradek[3].bootstrap, "transactional.id": f"warm-{coordinator}"})
+    warm.init_transactions(60)
+    del warm
+    txn_id = _txn_id_on(cluster, coordinator, f"txn-{coordinator}")
+    producer = CKProducer({"bootstrap.servers": cluster.odradek[4].bootstrap, "transactional.id": txn_id})
+    producer.init_transactions(60)
+    expected: list[bytes] = []
+    for round_, commit in enumerate([True, False, True, False, True]):
+        producer.begin_transaction()
+        values = [f"{round_}-{i}".encode() for i in range(12)]
+        for i, value in enumerate(values):
+            producer.produce(topic, value=value, partition=i % 6)
+        if commit:
+            producer.commit_transaction(60)
+            expected += values
+        else:
+            producer.abort_transaction(60)
+    producer.flush(10)
+    del producer
+    for broker in cluster.brokers.values():
+        assert sorted(_read_committed(broker.bootstrap, topic, 6)) == sorted(expected)

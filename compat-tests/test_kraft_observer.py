@@ -114,11 +114,19 @@ def cluster(tmp_path):
 
 
 def _describe(bootstrap: str) -> dict[int, bool]:
-    admin = KafkaAdminClient(bootstrap_servers=bootstrap)
+    """broker id -> fenced, from DescribeCluster on that one broker (the in-process observer
+    registers a listener nobody serves, so a client that picks any broker would fail)."""
+    from odradek.tools.client import BrokerConnection  # noqa: PLC0415
+    from odradek.wire.protocol import request_class  # noqa: PLC0415
+
+    host, port = bootstrap.split(":")
+    conn = BrokerConnection(host, int(port))
     try:
-        return {b["broker_id"]: b["is_fenced"] for b in admin.describe_cluster()["brokers"]}
+        resp = conn.send(60, request_class(60)(include_cluster_authorized_operations=False,
+                                               include_fenced_brokers=True, endpoint_type=1))
     finally:
-        admin.close()
+        conn.close()
+    return {b.broker_id: b.is_fenced for b in resp.brokers}
 
 
 def test_odradek_observer_registers_is_unfenced_and_copies_the_metadata_log(cluster, tmp_path, caplog) -> None:

@@ -86,6 +86,7 @@ _HANDLER_MODULES = (
     "quorum",
     "replica_log_dirs",
     "config_resources",
+    "txn_markers",
 )
 
 

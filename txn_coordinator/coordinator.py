@@ -71,6 +71,11 @@ class TransactionCoordinator:
         self.active = False
         self._cancel: trio.CancelScope | None = None
         self._last_expiry_check = 0.0
+        #: transactional id -> whether this broker coordinates it; None: all of them (the single node)
+        self.owns: Any = None
+        #: a broker of a KRaft cluster sends the markers of partitions led elsewhere with this:
+        #: send(meta, commit, partitions, done) calls done() once every leader has written them
+        self.remote_markers: Any = None
 
     # ================================================================== config / topic
 
@@ -117,16 +122,16 @@ class TransactionCoordinator:
         """Create ``__transaction_state`` on first use (synchronously; FindCoordinator normally made it
         already, off the event loop); nothing while that creation is still under way."""
         spec = self.state_topic_spec()
+        if getattr(self.broker, "forwarding", None) is not None:
+            return  # a broker of a KRaft cluster: the controller creates it (FindCoordinator asks)
         if spec is not None and spec[0] not in getattr(self.broker, "topics_being_created", ()):
             self.broker.metadata.create_topic(*spec)
 
-    @property
-    def coordinator_epoch(self) -> int:
-        """Kafka's coordinator epoch is the leader epoch of the id's transaction-log partition (all of
-        them share one: they are created and re-elected together)."""
+    def coordinator_epoch(self, transactional_id: str) -> int:
+        """Kafka's coordinator epoch: the leader epoch of the id's transaction-log partition."""
         if self.broker is None:
             return 0
-        plog = self.broker.partition_log(rec.TRANSACTION_STATE_TOPIC, 0)
+        plog = self.broker.partition_log(rec.TRANSACTION_STATE_TOPIC, self.partition_for(transactional_id))
         return max(plog.leader_epoch, 0) if plog is not None else 0
 
     # ================================================================== lifecycle
@@ -172,7 +177,28 @@ class TransactionCoordinator:
         topic = broker.metadata.get(rec.TRANSACTION_STATE_TOPIC)
         if topic is None:
             return
-        for partition in range(topic.partitions):
+        self._load_partitions(range(topic.partitions))
+
+    def on_election(self, partitions: list[int]) -> None:
+        """This broker now leads these ``__transaction_state`` partitions (a broker of a KRaft
+        cluster): load their transactional ids and complete what was prepared, as Kafka does."""
+        self._load_partitions(partitions)
+
+    def on_resignation(self, partitions: list[int]) -> None:
+        """Another broker leads these partitions now: forget their transactional ids."""
+        gone = set(partitions)
+        for txn_id in [t for t in self.txns if self.partition_for(t) in gone]:
+            del self.txns[txn_id]
+
+    def _check_owner(self, transactional_id: str) -> None:
+        if self.owns is not None and transactional_id and not self.owns(transactional_id):
+            raise TxnError(ErrorCode.NOT_COORDINATOR)
+
+    def _load_partitions(self, partitions: Iterable[int]) -> None:
+        broker = self.broker
+        assert broker is not None
+        loaded: set[str] = set()
+        for partition in partitions:
             plog = broker.partition_log(rec.TRANSACTION_STATE_TOPIC, partition)
             if plog is None:
                 continue
@@ -185,11 +211,12 @@ class TransactionCoordinator:
                     continue
                 if txn_id is None:
                     continue
+                loaded.add(txn_id)
                 if decoded is None:
                     self.txns.pop(txn_id, None)
                 else:
                     self.txns[txn_id] = TransactionMetadata.from_value(txn_id, decoded)
-        for meta in list(self.txns.values()):
+        for meta in [m for t, m in list(self.txns.items()) if t in loaded]:
             # Kafka's TransactionStateManager.loadTransactionsForTxnTopicPartition: resend the
             # markers of transactions that were prepared but not completed.
             if meta.state in (TxnState.PREPARE_COMMIT, TxnState.PREPARE_ABORT):
@@ -232,14 +259,20 @@ class TransactionCoordinator:
         new.partitions = set(meta.partitions)
         return new
 
-    def _write_markers(self, meta: TransactionMetadata, commit: bool, now: int) -> None:
-        """Append a COMMIT/ABORT marker to every partition of the transaction."""
+    def _write_markers(self, meta: TransactionMetadata, commit: bool, now: int) -> list[tuple[str, int]]:
+        """Append a COMMIT/ABORT marker to every partition of the transaction this broker leads;
+        returns the partitions led by other brokers (their markers are still to be sent)."""
         broker = self.broker
         if broker is None:
-            return
+            return []
         kind = ControlRecordType.COMMIT if commit else ControlRecordType.ABORT
+        remote: list[tuple[str, int]] = []
         for topic, partition in sorted(meta.partitions):
             plog = broker.partition_log(topic, partition)
+            if plog is None and self.remote_markers is not None \
+                    and broker.partition_error(topic, partition) == ErrorCode.NOT_LEADER_OR_FOLLOWER:
+                remote.append((topic, partition))  # led by another broker: WriteTxnMarkers to it
+                continue
             if plog is None:
                 # the topic was deleted meanwhile: Kafka drops markers for unknown partitions
                 log.info("Skipping %s marker for %s-%s of %s: no such partition", kind.name, topic, partition,
@@ -247,7 +280,7 @@ class TransactionCoordinator:
                 continue
             batch = bytearray(build_end_txn_marker_batch(
                 kind, producer_id=meta.producer_id, producer_epoch=meta.producer_epoch,
-                coordinator_epoch=self.coordinator_epoch, timestamp=now))
+                coordinator_epoch=self.coordinator_epoch(meta.transactional_id), timestamp=now))
             try:
                 plog.append_as_coordinator(batch, now_ms=now)
             except Exception:
@@ -259,10 +292,25 @@ class TransactionCoordinator:
             if topic == self.groups.offsets_topic:
                 self.groups.complete(meta.producer_id, partition, commit)
         broker.notify_appended()
+        return remote
 
     def _complete(self, meta: TransactionMetadata, commit: bool, now: int) -> TransactionMetadata:
-        """Markers, then CompleteCommit/CompleteAbort with no partitions."""
-        self._write_markers(meta, commit, now)
+        """Markers, then CompleteCommit/CompleteAbort with no partitions. Markers for partitions
+        led by other brokers go out with WriteTxnMarkers: the transaction then stays prepared
+        (EndTxn has its answer; the next transaction waits with CONCURRENT_TRANSACTIONS) until
+        every leader has written them, as with Kafka's TransactionMarkerChannelManager."""
+        remote = self._write_markers(meta, commit, now)
+        if remote:
+            def done() -> None:
+                current = self.txns.get(meta.transactional_id)
+                if current is not None and current.state == meta.state and current.producer_epoch == meta.producer_epoch:
+                    self._finish(current, commit, _now_ms())
+
+            self.remote_markers(meta, commit, remote, done)
+            return meta
+        return self._finish(meta, commit, now)
+
+    def _finish(self, meta: TransactionMetadata, commit: bool, now: int) -> TransactionMetadata:
         done = self._copy(meta)
         done.transition(TxnState.COMPLETE_COMMIT if commit else TxnState.COMPLETE_ABORT)
         done.partitions = set()
@@ -279,7 +327,11 @@ class TransactionCoordinator:
         version = header.api_version
         expected_pid = request.producer_id if version >= 3 else NO_PRODUCER_ID
         expected_epoch = request.producer_epoch if version >= 3 else NO_PRODUCER_EPOCH
+        ensure = getattr(getattr(self.broker, "producer_ids", None), "ensure_available", None)
         try:
+            if ensure is not None:
+                # a broker of a KRaft cluster: make sure a block of ids from the controller is at hand
+                await ensure()
             pid, epoch = self.handle_init_producer_id(request.transactional_id, request.transaction_timeout_ms,
                                                       expected_pid, expected_epoch)
         except TxnError as exc:
@@ -288,6 +340,10 @@ class TransactionCoordinator:
                 # PRODUCER_FENCED exists from InitProducerId v4 (KIP-588); older clients know INVALID_PRODUCER_EPOCH
                 code = ErrorCode.INVALID_PRODUCER_EPOCH
             return response(throttle_time_ms=0, error_code=int(code), producer_id=-1, producer_epoch=-1)
+        except ConnectionError:
+            # no block of producer ids from the controller yet (Kafka's RPCProducerIdManager answers this)
+            return response(throttle_time_ms=0, error_code=int(ErrorCode.COORDINATOR_LOAD_IN_PROGRESS),
+                            producer_id=-1, producer_epoch=-1)
         return response(throttle_time_ms=0, error_code=0, producer_id=pid, producer_epoch=epoch)
 
     def handle_init_producer_id(self, transactional_id: str, timeout_ms: int, expected_pid: int,
@@ -296,6 +352,7 @@ class TransactionCoordinator:
         now = _now_ms() if now is None else now
         if not transactional_id:
             raise TxnError(ErrorCode.INVALID_REQUEST)
+        self._check_owner(transactional_id)
         if timeout_ms <= 0 or timeout_ms > self.cfg("transaction.max.timeout.ms"):
             raise TxnError(ErrorCode.INVALID_TRANSACTION_TIMEOUT)
         if (expected_pid == NO_PRODUCER_ID) != (expected_epoch == NO_PRODUCER_EPOCH):
@@ -379,6 +436,7 @@ class TransactionCoordinator:
         """Add partitions to the producer's transaction (starting it); TxnError on refusal."""
         now = _now_ms() if now is None else now
         parts = set(partitions)
+        self._check_owner(transactional_id)
         meta = self._validate_producer(transactional_id, producer_id, producer_epoch)
         if meta.state in (TxnState.PREPARE_COMMIT, TxnState.PREPARE_ABORT):
             raise TxnError(ErrorCode.CONCURRENT_TRANSACTIONS)
@@ -397,6 +455,7 @@ class TransactionCoordinator:
         """AddPartitionsToTxn verify_only (KIP-890): which partitions are already in the transaction."""
         parts = list(partitions)
         try:
+            self._check_owner(transactional_id)
             meta = self._validate_producer(transactional_id, producer_id, producer_epoch)
         except TxnError as exc:
             return dict.fromkeys(parts, exc.code)
@@ -419,6 +478,7 @@ class TransactionCoordinator:
                         now: int | None = None) -> TransactionMetadata:
         """EndTxn from a client: commit or abort the Ongoing transaction (TxnError on refusal)."""
         now = _now_ms() if now is None else now
+        self._check_owner(transactional_id)
         meta = self.txns.get(transactional_id)
         if meta is None or meta.producer_id != producer_id:
             raise TxnError(ErrorCode.INVALID_PRODUCER_ID_MAPPING)
@@ -582,6 +642,10 @@ def verify_transactional_produce(broker: Any, transactional_id: str | None, topi
     if entry is not None and entry.current_txn_first_offset is not None and entry.producer_epoch == producer_epoch:
         return None
     coordinator = broker.coordinators.get("transactions")
+    if coordinator is not None and coordinator.owns is not None and not coordinator.owns(transactional_id):
+        # the coordinator is on another broker: Kafka asks it (AddPartitionsToTxn verify_only); not
+        # done yet, the batch is taken unverified
+        return None
     if coordinator is None or not coordinator.active:
         code = ErrorCode.COORDINATOR_NOT_AVAILABLE
     else:
