@@ -59,10 +59,11 @@ def _format_both(tmp: Path, args: tuple[str, ...], capsys: pytest.CaptureFixture
                          version=KAFKA_4_4)
     assert proc.returncode == 0, proc.stderr
     assert odradek_main(["storage", "format", "-t", CLUSTER_ID, "-c", str(ours_props), *args]) == 0
-    # the last line of both: "Formatting metadata directory <dir> with metadata.version <name>."
-    kafka_line = proc.stdout.strip().splitlines()[-1].replace(str(kafka_props.parent), "<d>")
-    ours_line = capsys.readouterr().out.strip().splitlines()[-1].replace(str(ours_props.parent), "<d>")
-    assert ours_line == kafka_line
+    # the same output: "Bootstrap metadata: BootstrapMetadata(records=[...], ...)" and
+    # "Formatting metadata directory <dir> with metadata.version <name>."
+    kafka_out = proc.stdout.strip().replace(str(kafka_props.parent), "<d>")
+    ours_out = capsys.readouterr().out.strip().replace(str(ours_props.parent), "<d>")
+    assert ours_out.splitlines()[-2:] == kafka_out.splitlines()[-2:]
     return kafka_props.parent / "data", ours_props.parent / "data"
 
 

@@ -17,6 +17,7 @@ import sys
 from typing import Any
 
 from ..security.scram import MECHANISM_TYPES, ScramFormatError, parse_scram_argument
+from ..wire.schema import message_def
 from .bootstrap import bootstrap_path, write_bootstrap
 from .features import RELEASE_METADATA_VERSIONS, FeatureLevelError, bootstrap_levels, metadata_version_name
 from .records import new_record
@@ -88,9 +89,36 @@ def main(args: argparse.Namespace) -> int:
     if scram_records and not had_bootstrap and bootstrap_path(meta_dir).exists():
         # this run wrote the bootstrap metadata: the credentials go in with the feature levels
         write_bootstrap(meta_dir, levels, extra_records=scram_records)
+    records = [("FeatureLevelRecord", new_record("FeatureLevelRecord", name=n, feature_level=v))
+               for n, v in levels.items()] + scram_records
+    print("Bootstrap metadata: BootstrapMetadata(records=["
+          + ", ".join(f"ApiMessageAndVersion({java_string(n, r)} at version 0)" for n, r in records)
+          + f"], metadataVersionLevel={levels['metadata.version']}, source=format command)")
     print(f"Formatting metadata directory {metadata_log_dir(config)} with metadata.version "
           f"{metadata_version_name(levels['metadata.version'])}.")
     return 0
+
+
+def java_string(name: str, message: Any) -> str:
+    """What Kafka's generated toString() of a record prints: every field in schema order, strings
+    quoted, bytes as Java's signed-byte array (records of primitive fields only)."""
+    parts = []
+    for f in message_def(name).root.fields:
+        value = getattr(message, f.attr)
+        if value is None:
+            text = "null"
+        elif f.type == "string":
+            text = f"'{value}'"
+        elif f.type == "bytes":
+            text = "[" + ", ".join(str(b - 256 if b > 127 else b) for b in bytes(value)) + "]"
+        elif f.type == "bool":
+            text = "true" if value else "false"
+        elif f.type == "uuid":
+            text = value.to_base64()
+        else:
+            text = str(value)
+        parts.append(f"{f.name[0].lower()}{f.name[1:]}={text}")
+    return f"{name}({', '.join(parts)})"
 
 
 def scram_bootstrap_records(arguments: list[str]) -> list[tuple[str, Any]]:
