@@ -129,7 +129,35 @@ class BrokerRole:
         await self.observer.caught_up.wait()
         log.info("[BrokerServer id=%d] The broker has caught up with the metadata log (offset %d).",
                  self.node_id, self.observer.applied_offset)
+        # Kafka publishes the first image only once caught up: strays first (renamed, not deleted
+        # as a replica removed at run time is), then the partitions this broker leads
+        strays = self.stray_logs()
+        if strays:
+            await trio.to_thread.run_sync(self.broker.log_manager.mark_stray, strays)
         self.caught_up.set()
+        self._publish()
+
+    def stray_logs(self) -> list[tuple[str, int]]:
+        """Kafka's LogManager.findStrayReplicas, once the broker has caught up: loaded logs whose
+        topic id the metadata does not know, whose partition it does not have, or that it does
+        not place on this broker. All of them at once only with odradek.startup.allow.all.stray
+        (a wrong cluster or a mixed-up dir is far likelier than every partition moving away)."""
+        logs = self.broker.log_manager.all_logs()
+        strays = []
+        for plog in logs:
+            if plog.topic in ("__cluster_metadata",):
+                continue
+            state = self.image.topic(plog.topic)
+            part = state.partitions.get(plog.partition) if state is not None else None
+            same_id = state is not None and (plog.topic_id is None or plog.topic_id == state.topic_id.bytes)
+            if part is None or not same_id or self.node_id not in part.replicas:
+                strays.append((plog.topic, plog.partition))
+        if strays and len(strays) == len(logs) and not self.broker.config.get("odradek.startup.allow.all.stray"):
+            log.error("[BrokerServer id=%d] The metadata places none of the %d partitions on disk on this broker; "
+                      "they are left as they are and not served. Set odradek.startup.allow.all.stray=true to "
+                      "rename them to -stray.", self.node_id, len(logs))
+            return []
+        return strays
 
     async def next_producer_id(self) -> int:
         """A producer id from a block the controller handed out (NodeUnavailableError while none)."""
@@ -176,6 +204,8 @@ class BrokerRole:
         meta.topics = topics
         meta.topics_by_id = {t.topic_id: t for t in topics.values()}
         self.cache.changed()
+        if not self.caught_up.is_set():
+            return  # partitions follow the complete image, not the steps of a catch-up
         elected, resigned = self.replica_manager.apply(self.image)
         # Kafka's coordinators follow their internal partitions' leadership (onElection/onResignation)
         for name, topic in (("groups", OFFSETS_TOPIC), ("transactions", TRANSACTION_STATE_TOPIC)):
@@ -198,7 +228,11 @@ class BrokerRole:
             name=name, num_partitions=partitions, replication_factor=replication, assignments=[],
             configs=[req.CreatableTopicConfig(name=k, value=v) for k, v in configs.items()])],
             timeout_ms=30000, validate_only=False)
-        resp = await self.forwarding.send_own(CREATE_TOPICS, body)
+        try:
+            resp = await self.forwarding.send_own(CREATE_TOPICS, body)
+        except NodeUnavailableError as e:
+            log.info("[BrokerServer id=%d] CreateTopics for %s not sent: %s", self.node_id, name, e)
+            return
         for topic in resp.topics:
             if topic.error_code not in (0, 36):  # TOPIC_ALREADY_EXISTS
                 log.warning("[BrokerServer id=%d] The controller did not create %s: error %d %s", self.node_id,

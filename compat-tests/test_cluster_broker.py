@@ -389,3 +389,38 @@ def test_transactions_span_the_brokers_with_the_coordinator_on_either_kind(clust
     del producer
     for broker in cluster.brokers.values():
         assert sorted(_read_committed(broker.bootstrap, topic, 6)) == sorted(expected)
+
+
+def test_a_producer_to_an_unknown_topic_gets_it_created_through_an_odradek_broker(cluster) -> None:
+    producer = KafkaProducer(bootstrap_servers=cluster.odradek[3].bootstrap, acks="all")
+    meta = producer.send("made-on-first-use", value=b"first").get(30)
+    producer.close()
+    assert meta.offset == 0
+    assert len(_wait_leaders(cluster, "made-on-first-use", 1)) == 1  # num.partitions of the broker
+
+
+def test_a_partition_dir_the_cluster_does_not_place_here_goes_stray(cluster) -> None:
+    import shutil  # noqa: PLC0415
+
+    topic = "stray-source"
+    admin = KafkaAdminClient(bootstrap_servers=cluster.java.bootstrap)
+    admin.create_topics([NewTopic(topic, 6, 1)])
+    admin.close()
+    placed = _wait_leaders(cluster, topic, 6)
+    broker = cluster.odradek[4]
+    index = next(p for p, leader in placed.items() if leader == 4)
+    producer = KafkaProducer(bootstrap_servers=broker.bootstrap, acks="all")
+    producer.send(topic, value=b"kept", partition=index).get(15)
+    producer.close()
+    assert broker.stop() == 0
+    # a dir of a topic the cluster never had (a leftover, a copy by hand)
+    shutil.copytree(broker.log_dir / f"{topic}-{index}", broker.log_dir / "ghost-0")
+    broker.start()
+    cluster.wait_unfenced({2, 3, 4})
+    deadline = time.time() + 20
+    while (broker.log_dir / "ghost-0").exists() and time.time() < deadline:
+        time.sleep(0.2)
+    assert not (broker.log_dir / "ghost-0").exists()
+    assert len(list(broker.log_dir.glob("ghost-0.*-stray"))) == 1
+    assert (broker.log_dir / f"{topic}-{index}").is_dir()
+    assert _wait_leaders(cluster, topic, 6) == placed

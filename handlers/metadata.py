@@ -119,10 +119,7 @@ async def handle_metadata(ctx: RequestContext, header, request) -> object:
     else:
         # v0-v3 always allowed auto-creation; the flag exists from v4.
         allow_create = request.allow_auto_topic_creation if version >= 4 else True
-        # a broker of a KRaft cluster does not create topics itself (the controller does; Kafka's
-        # AutoTopicCreationManager asks it; not done here yet)
-        auto_create = (allow_create and broker.config.get("auto.create.topics.enable")
-                       and broker.forwarding is None)
+        auto_create = allow_create and broker.config.get("auto.create.topics.enable")
         # KafkaApis' order: unknown topic ids, the topics found, then the ones not found
         unknown_ids: list = []
         missing: list = []
@@ -145,6 +142,10 @@ async def handle_metadata(ctx: RequestContext, header, request) -> object:
             problem = validate_topic_name(wanted.name)
             if problem is not None:
                 missing.append(_error_topic(wanted.name, ErrorCode.INVALID_TOPIC_EXCEPTION, ops=ops))
+            elif auto_create and not wanted.name.startswith("__") and broker.broker_role is not None:
+                # a broker of a KRaft cluster asks the controller (Kafka's AutoTopicCreationManager)
+                await broker.broker_role.create_topic(wanted.name, int(broker.config.get("num.partitions")), {})
+                missing.append(_error_topic(wanted.name, ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, ops=ops))
             elif auto_create and not wanted.name.startswith("__"):
                 from .topics import admin_lock, create_topic  # noqa: PLC0415 - topics imports this module
                 async with admin_lock(broker):

@@ -293,6 +293,27 @@ class LogManager:
                 self._forget_cleaner_offsets(d, {(lg.topic, lg.partition) for lg, ld in detached if ld is d})
         return targets
 
+    def mark_stray(self, tps: list[TopicPartition]) -> list[Path]:
+        """Kafka's handling of stray replicas (3.7+): close each log and rename its dir to
+        `<topic>-<p>.<uuid>-stray`, kept on disk for the operator and never served. Blocking file
+        I/O; the checkpoints stop naming them."""
+        detached = self.detach_logs(tps)
+        targets = []
+        dirs: dict[int, LogDir] = {}
+        with self._files_lock:
+            for lg, d in detached:
+                lg.close()
+                target = d.path / files.stray_dir_name(lg.topic, lg.partition)
+                os.rename(lg.dir, target)
+                log.warning("Partition %s-%d is stray (the metadata does not place it on this broker); its "
+                            "dir is renamed to %s", lg.topic, lg.partition, target.name)
+                targets.append(target)
+                dirs[id(d)] = d
+            for d in dirs.values():
+                self._checkpoint_dir_recovery(d)
+                self._checkpoint_dir_start(d)
+        return targets
+
     @staticmethod
     def _forget_cleaner_offsets(d: LogDir, tps: set[TopicPartition]) -> None:
         """Drop deleted logs from cleaner-offset-checkpoint (Kafka's updateCheckpoints(partitionToRemove))."""
