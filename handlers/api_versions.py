@@ -1,12 +1,15 @@
 """ApiVersions: advertise exactly the APIs and versions the registered handlers serve, and the
-features as a Kafka 4.4 node reports them (KafkaApis.handleApiVersionsRequest)."""
+features as a Kafka 4.4 node reports them (KafkaApis.handleApiVersionsRequest); UpdateFeatures:
+change them as Kafka 4.4's controller does (FeatureControlManager) on a single node."""
 
 from __future__ import annotations
 
 import re
 from typing import Any
 
-from ..kraft.features import supported_feature_ranges
+from ..kraft.features import FEATURE_DEPENDENCIES, METADATA_CHANGED, supported_feature_ranges
+from ..kraft.image import RESOURCE_BROKER
+from ..kraft.records import new_record
 from ..logstore.java_hash import copied_hashmap_capacity, hashmap_order, spread, string_hash
 from ..wire.errors import ErrorCode
 from ..wire.protocol import response_class
@@ -101,3 +104,105 @@ async def handle_api_versions(ctx: RequestContext, header, request) -> object:
     body = api_versions_body(version)
     features_of(ctx, version, body)
     return body
+
+
+# ====================================================================== UpdateFeatures
+
+UPDATE_FEATURES_KEY = 57
+UpdateFeaturesResponse = response_class(UPDATE_FEATURES_KEY)
+_UPGRADE, _SAFE_DOWNGRADE, _UNSAFE_DOWNGRADE = 1, 2, 3
+_FAILED = "The update failed for all features since the following feature had an error: "
+
+
+def _metadata_changed(low: int, high: int) -> bool:
+    """MetadataVersion.checkIfMetadataChanged: a level in (low, high] changed what the log holds."""
+    return any(level in METADATA_CHANGED for level in range(low + 1, high + 1))
+
+
+def _update_feature(ctx: RequestContext, name: str, level: int, kind: int, proposed: dict[str, int],
+                    records: list) -> str | None:
+    """FeatureControlManager.updateFeature for one node: None, or why the update is refused."""
+    store = ctx.broker.metadata_store
+    invalid = f"Invalid update version {level} for feature {name}. "
+    if kind not in (_UPGRADE, _SAFE_DOWNGRADE, _UNSAFE_DOWNGRADE):
+        return invalid + "The controller does not support the given upgrade type."
+    if name == "kraft.version":
+        current = store.log.kraft_version()
+    else:
+        current = store.image.features.get(name, 0)
+    if level < 0:
+        return invalid + "A feature version cannot be less than 0."
+    ranges = supported_feature_ranges()
+    node = ctx.broker.node_id
+    if name not in ranges:
+        return invalid + f"Local controller {node} does not support this feature."
+    lo, hi = ranges[name]
+    if not lo <= level <= hi:
+        return invalid + f"Local controller {node} only supports versions {lo}-{hi}"
+    if level < current and kind == _UPGRADE:
+        return invalid + ("Can't downgrade the version of this feature without setting the upgrade type to "
+                          "either safe or unsafe downgrade.")
+    if level > current and kind != _UPGRADE:
+        return invalid + "Can't downgrade to a newer version."
+    if name == "metadata.version":
+        if level < current and _metadata_changed(level, current):
+            why = ("Unsafe metadata downgrade is not supported in this version." if kind == _UNSAFE_DOWNGRADE
+                   else "Refusing to perform the requested downgrade because it might delete metadata information.")
+            return f"Unsupported metadata.version downgrade from {current} to {level}. {why}"
+    elif name == "kraft.version":
+        if level != current:
+            # Kafka changes the voter set's format here (KRaftVersion and Voters control records)
+            return invalid + ("Odradek does not change kraft.version; format with --standalone for 1"
+                              if kind == _UPGRADE else "Can't downgrade the version of this feature.")
+        return None
+    else:
+        for dep, need in FEATURE_DEPENDENCIES.get((name, level), {}).items():
+            if proposed.get(dep, 0) < need:
+                return invalid + f"{name} level {level} requires {dep} level {need} or higher."
+    records.append(("FeatureLevelRecord", new_record("FeatureLevelRecord", name=name, feature_level=level)))
+    return None
+
+
+def _elr_safety_records(ctx: RequestContext) -> list:
+    """ConfigurationControlManager's records when ELR is turned on: the cluster-wide min.insync.replicas
+    the controller runs with, unless the cluster already has one."""
+    store = ctx.broker.metadata_store
+    if "min.insync.replicas" in store.image.configs.get((RESOURCE_BROKER, ""), {}):
+        return []
+    try:
+        value = str(ctx.broker.config.get("min.insync.replicas"))
+    except KeyError:
+        value = "1"  # Kafka's default
+    return [("ConfigRecord", new_record("ConfigRecord", resource_type=RESOURCE_BROKER, resource_name="",
+                                        name="min.insync.replicas", value=value))]
+
+
+@handles(UPDATE_FEATURES_KEY, 0, 2)
+async def handle_update_features(ctx: RequestContext, header, request) -> object:
+    version = header.api_version
+    R = UpdateFeaturesResponse
+    store = getattr(ctx.broker, "metadata_store", None)
+    if store is None or getattr(store, "log", None) is None:
+        return R(throttle_time_ms=0, error_code=int(ErrorCode.NOT_CONTROLLER), error_message=None)
+    # the request as QuorumController reads it: a map by feature (v0's AllowDowngrade is not looked at)
+    wanted: dict[str, tuple[int, int]] = {}
+    for u in request.feature_updates:
+        wanted[u.feature] = (u.max_version_level, u.upgrade_type if version >= 1 else _UPGRADE)
+    proposed = dict(store.image.features)
+    proposed.update({name: level for name, (level, _) in wanted.items()})
+    records: list = []
+    for name in hashmap_order(list(wanted), string_hash):  # FeatureControlManager walks a HashMap
+        level, kind = wanted[name]
+        error = _update_feature(ctx, name, level, kind, proposed, records)
+        if error is not None:
+            return R(throttle_time_ms=0, error_code=int(ErrorCode.INVALID_UPDATE_VERSION),
+                     error_message=_FAILED + error, results=[])
+    validate_only = version >= 1 and request.validate_only
+    if records and not validate_only:
+        if wanted.get("eligible.leader.replicas.version", (0, 0))[0] > 0:
+            records = _elr_safety_records(ctx) + records
+        store.append_records(records)  # one batch, committed before the answer as Kafka's controller
+    results = [] if version >= 2 else [
+        R.UpdatableFeatureResult(feature=u.feature, error_code=0, error_message="NONE")
+        for u in request.feature_updates]
+    return R(throttle_time_ms=0, error_code=0, error_message=None, results=results)

@@ -26,6 +26,10 @@ LATEST_PRODUCTION = 33
 #: MetadataVersion.IBP_4_1_IV1.featureLevel(): what the store assumes before any metadata.version is in.
 METADATA_VERSION_4_1 = 27
 
+#: Levels whose records differ from the level before (MetadataVersion.didMetadataChange): a
+#: metadata.version downgrade across one of them could lose metadata, so Kafka refuses it.
+METADATA_CHANGED = frozenset({7, 8, 11, 13, 14, 15, 17, 23, 30, 32, 33})
+
 #: Release versions `--release-version` accepts: every level's name, and each release's short name
 #: for its latest level ("4.4" = 4.4-IV2), as MetadataVersion.fromVersionString resolves them.
 RELEASE_METADATA_VERSIONS: dict[str, int] = {

@@ -46,9 +46,9 @@ _PLANNED = "not served yet (issue #23)"
 #: api key -> why Odradek's served range differs from Kafka 4.4.0's.
 DIFFERENCES: dict[int, str] = {
     8: _OLD_VERSIONS, 9: _OLD_VERSIONS, 29: _OLD_VERSIONS, 30: _OLD_VERSIONS, 31: _OLD_VERSIONS,
-    32: _OLD_VERSIONS,
-    27: _CLUSTER, 94: _CLUSTER,
-    38: _PLANNED, 39: _PLANNED, 40: _PLANNED, 41: _PLANNED, 49: _PLANNED, 57: _PLANNED,
+    32: _OLD_VERSIONS, 27: _OLD_VERSIONS,
+    94: _CLUSTER,
+    38: _PLANNED, 39: _PLANNED, 40: _PLANNED, 41: _PLANNED, 49: _PLANNED,
     76: _SHARE, 77: _SHARE, 78: _SHARE, 79: _SHARE, 83: _SHARE, 84: _SHARE, 85: _SHARE, 86: _SHARE, 87: _SHARE,
     90: _SHARE, 91: _SHARE, 92: _SHARE,
     88: _STREAMS, 89: _STREAMS, 93: _STREAMS,
@@ -59,6 +59,8 @@ FEATURE_DIFFERENCES: dict[str, str] = {
     "transaction.version": "finalized at 2 in the metadata log as in Kafka, but reported at 1: a 4.x producer "
                            "turns Transactions V2 (KIP-890 part 2) on from the reported level, and Odradek "
                            "does not serve it yet (issue #23)",
+    "kraft.version": "UpdateFeatures does not change it (Kafka rewrites the voter set's format in its raft "
+                     "layer): Odradek answers INVALID_UPDATE_VERSION; format with --standalone for level 1",
     "FinalizedFeaturesEpoch": "the offset of the last record in the metadata log, as in Kafka; the logs differ "
                               "(Odradek writes no controller registration and no NoOp records), so the numbers do",
 }

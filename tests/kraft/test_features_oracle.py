@@ -44,7 +44,8 @@ def test_metadata_versions_and_record_versions(kafka: list[list[str]]) -> None:
     assert F.LATEST_PRODUCTION == latest
     mvs = [x[1:] for x in kafka if x[0] == "mv"]
     assert {int(level): name for level, name, *_ in mvs} == F.METADATA_VERSIONS
-    for level, _name, register, partition, change, txn, dirs, cordon in mvs:
+    assert F.METADATA_CHANGED == {int(level) for level, *_, changed in mvs if changed == "true"}
+    for level, _name, register, partition, change, txn, dirs, cordon, _changed in mvs:
         mv = int(level)
         assert F.record_versions(mv) == {"RegisterBrokerRecord": int(register), "PartitionRecord": int(partition),
                                          "PartitionChangeRecord": int(change)}, mv

@@ -12,7 +12,7 @@ public class Features {
             System.out.println("mv " + mv.featureLevel() + " " + mv.version() + " " + mv.registerBrokerRecordVersion()
                 + " " + mv.partitionRecordVersion() + " " + mv.partitionChangeRecordVersion()
                 + " " + mv.isMetadataTransactionSupported() + " " + mv.isDirectoryAssignmentSupported()
-                + " " + mv.isCordonedLogDirsSupported());
+                + " " + mv.isCordonedLogDirsSupported() + " " + mv.didMetadataChange());
             for (Feature f : Feature.PRODUCTION_FEATURES) {
                 System.out.println("default " + f.featureName() + " " + mv.featureLevel() + " " + f.defaultLevel(mv));
             }
