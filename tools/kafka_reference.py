@@ -60,7 +60,9 @@ FEATURE_DIFFERENCES: dict[str, str] = {
                            "turns Transactions V2 (KIP-890 part 2) on from the reported level, and Odradek "
                            "does not serve it yet (issue #23)",
     "kraft.version": "UpdateFeatures does not change it (Kafka rewrites the voter set's format in its raft "
-                     "layer): Odradek answers INVALID_UPDATE_VERSION; format with --standalone for level 1",
+                     "layer): Odradek answers INVALID_UPDATE_VERSION, so `kafka-features.sh upgrade "
+                     "--release-version` (which asks for kraft.version 1 too) fails as a whole; upgrade the "
+                     "other features with --feature, or format with --standalone for level 1",
     "FinalizedFeaturesEpoch": "the offset of the last record in the metadata log, as in Kafka; the logs differ "
                               "(Odradek writes no controller registration and no NoOp records), so the numbers do",
 }
