@@ -509,3 +509,34 @@ def test_two_requests_for_one_move_make_one_future_log(tmp_path, monkeypatch) ->
             gate.set()
             for c in conns:
                 c.close()
+
+
+def test_copied_batches_keep_offsets_gaps_producers_and_append_times(tmp_path) -> None:
+    # what a compacted log (offset gaps), idempotent producers and LogAppendTime topics leave:
+    # the future log must hold the very same batches at the very same offsets
+    from odradek.logstore.config import LogConfig
+    from odradek.logstore.partition_log import PartitionLog
+
+    def rec(i: int) -> SimpleRecord:
+        return SimpleRecord(value=b"v%d" % i, key=b"k%d" % i, timestamp=1_700_000_000_000 + i)
+
+    batches = [
+        build_batch([rec(0), rec(1)], base_offset=0, partition_leader_epoch=0, producer_id=7, producer_epoch=0,
+                    base_sequence=0),
+        # offsets 2..9 were compacted away
+        build_batch([rec(10)], base_offset=10, partition_leader_epoch=3, producer_id=7, producer_epoch=0,
+                    base_sequence=5),
+        build_batch([rec(11), rec(12)], base_offset=11, partition_leader_epoch=3, log_append_time=1_800_000_000_000),
+    ]
+    future = PartitionLog.open(tmp_path / "t-0.0123456789abcdef0123456789abcdef-future", LogConfig(), "t", 0)
+    try:
+        data = b"".join(batches)
+        assert replica_log_dirs.append_copied(future, data + data[:30]) == len(data)  # a torn tail is left
+        assert future.log_end_offset == 13
+        assert batches_in(future.dir) == batches
+        assert future.leader_epoch_cache.entries == [(0, 0), (3, 10)]
+        assert future.producer_state.producers[7].last_seq == 5
+        with pytest.raises(replica_log_dirs._MoveAborted):
+            replica_log_dirs.append_copied(future, batches[1])  # below the end: never appended twice
+    finally:
+        future.close()
