@@ -67,8 +67,7 @@ class Move:
 
 # moves under way, per broker, by (topic, partition)
 _moves: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
-
-
+# one AlterReplicaLogDirs request at a time, per broker
 _locks: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
 
 
@@ -192,7 +191,8 @@ def append_copied(future: PartitionLog, data: bytes) -> int:
         if first < future.log_end_offset:
             raise _MoveAborted(f"batch at offset {first} is below the future log's end {future.log_end_offset}")
         append_time = h.max_timestamp if h.attributes & _LOG_APPEND_TIME else -1
-        # the batch is stored unchanged; coordinator origin: no client rules, no sequence checks
+        # the batch is stored unchanged: the log store has no follower append, so its placement
+        # step is used directly (coordinator origin: no client rules, no sequence checks)
         pending = future._begin_append(raw, first, last, h.max_timestamp, append_time, h, h.partition_leader_epoch,
                                        time.time_ns() // 1_000_000, AppendOrigin.COORDINATOR)
         if isinstance(pending, AppendInfo):
