@@ -57,6 +57,7 @@ from odradek.wire.records import (
 from ..wire.checksum import crc32c
 from . import files
 from .checkpoints import fsync_dir
+from .cleaner_scan import kept_records, map_records
 from .offset_map import OffsetMap
 from .segment import LogSegment
 from .txn_index import AbortedTxn, TransactionIndex
@@ -73,6 +74,8 @@ _DELETE_HORIZON_BIT = 0x40
 _CONTROL_BIT = 0x20
 _TRANSACTIONAL_BIT = 0x10
 _LOG_APPEND_TIME_BIT = 0x08
+#: batches the map-offset fast path leaves to the per-record filter
+_SLOW_PATH_BITS = _DELETE_HORIZON_BIT | _CONTROL_BIT | _TRANSACTIONAL_BIT
 _INDEX_FILES = (files.LOG_SUFFIX, files.INDEX_SUFFIX, files.TIME_INDEX_SUFFIX, files.TXN_INDEX_SUFFIX)
 
 
@@ -526,8 +529,11 @@ class CleanerFilter:
     Cleaner.cleanInto plus Cleaner.shouldRetainRecord)."""
 
     def __init__(self, offset_map: OffsetMap, now_ms: int, delete_retention_ms: int,
-                 txn: CleanedTransactionMetadata, last_records: dict[int, LastRecord], stats: CleanerStats) -> None:
+                 txn: CleanedTransactionMetadata, last_records: dict[int, LastRecord], stats: CleanerStats,
+                 dirty_start: int | None = None) -> None:
         self.map = offset_map
+        # where the map's keys start (None: decide every record by its key)
+        self.dirty_start = dirty_start
         self.now = now_ms
         self.delete_retention_ms = delete_retention_ms
         self.txn = txn
@@ -581,12 +587,18 @@ class CleanerFilter:
     def filter_chunk(self, chunk: bytes | memoryview) -> FilterResult:
         """Filter the complete batches at the start of `chunk` into a new buffer."""
         res = FilterResult()
+        dirty_start = self.dirty_start
         for batch in iter_batches(chunk):
             h = batch.header()
             size = h.batch_length + 12
             res.bytes_read = batch.position + size
             retention, marker_for_empty_txn = self.check_batch_retention(batch, h)
             if retention is BatchRetention.DELETE:
+                continue
+            last = h.base_offset + h.last_offset_delta
+            if (dirty_start is not None and not h.attributes & _SLOW_PATH_BITS
+                    and dirty_start <= h.base_offset and last <= self.map.latest_offset):
+                self._filter_mapped_batch(res, batch, h, last, retention)
                 continue
             kept = []
             write_original = True
@@ -603,7 +615,6 @@ class CleanerFilter:
                 else:
                     write_original = False
             res.messages_read += len(records)
-            last = h.base_offset + h.last_offset_delta
             if kept:
                 has_horizon = bool(h.attributes & _DELETE_HORIZON_BIT)
                 need_horizon = (tombstones or marker_for_empty_txn) and not has_horizon
@@ -621,6 +632,40 @@ class CleanerFilter:
                 res.output += empty_batch_header(h)
                 res.retained(h.max_timestamp, last, last, 0)
         return res
+
+    def _filter_mapped_batch(self, res: FilterResult, batch: RecordBatch, h, last: int,
+                             retention: BatchRetention) -> None:
+        """A plain data batch inside the mapped dirty section: a record stays exactly when its
+        offset is one the map holds (the latest of its key; keyless records are not there), so
+        counting those offsets in [base, last] decides the batch without reading a key. Only a
+        partly kept batch is walked, and only for its records' positions and timestamps. Gives
+        what the per-record path gives for such a batch: no delete horizon yet, so a kept
+        tombstone is kept and needs one; not transactional, so no marker is involved."""
+        n = h.record_count
+        res.messages_read += n
+        if self.discard_batch_records:
+            n_kept, n_tombs = 0, 0
+        else:
+            n_kept, n_tombs = self.map.latest_in(h.base_offset, last)
+            # records without a key are dropped as invalid, like the per-record path counts them
+        if n_kept == n and not n_tombs:
+            res.output += batch.buffer
+            res.retained(h.max_timestamp, last, last, n)
+        elif n_kept:
+            keep = set(self.map.latest_list(h.base_offset, last))
+            block = _records_block(batch, h)
+            lat_ts = h.max_timestamp if h.attributes & _LOG_APPEND_TIME_BIT else None
+            kept = [RawRecord(off, ts, None, False, tail, end)
+                    for off, ts, tail, end in kept_records(block, n, h.base_offset, h.base_timestamp, lat_ts, keep)]
+            if len(kept) != n_kept:
+                raise CorruptRecordError(f"batch at offset {h.base_offset} holds {len(kept)} of the {n_kept} "
+                                         "offsets the offset map has in its range")
+            rebuilt = rebuild_batch(h, block, kept, (self.now + self.delete_retention_ms) if n_tombs else None)
+            res.output += rebuilt
+            res.retained(struct.unpack_from(">q", rebuilt, 35)[0], last, max(r.offset for r in kept), n_kept)
+        elif retention is BatchRetention.RETAIN_EMPTY:
+            res.output += empty_batch_header(h)
+            res.retained(h.max_timestamp, last, last, 0)
 
 
 # ---------------------------------------------------------------------------------------------
@@ -649,6 +694,10 @@ class Cleaner:
         self.index_per_batch = True if config.index_per_batch is None else config.index_per_batch
         self.run_exclusive: Callable[..., object] = lambda fn, *args: fn(*args)
         self.is_aborted: Callable[[PartitionLog], bool] = lambda plog: plog.closed
+        self._dirty_start: int | None = None
+        #: False: every record through the per-record path (the reference the batch paths are
+        #: tested against)
+        self.batch_paths = True
 
     def _step(self, name: str) -> None:
         if self.crash_hook is not None:
@@ -697,6 +746,8 @@ class Cleaner:
         txn = CleanedTransactionMetadata()
         txn.add_aborted_transactions(plog.aborted_transactions(start, end))
         max_desired = int(omap.slots * self.config.io_buffer_load_factor)
+        entries = omap.entries
+        batch_paths = self.batch_paths
         full = False
         for seg, next_start in zip(dirty, nexts, strict=True):
             if full:
@@ -714,11 +765,26 @@ class Cleaner:
                         stats.map_messages_read += 1
                     elif txn.on_batch_read(h.producer_id, last, bool(h.attributes & _TRANSACTIONAL_BIT)):
                         stats.map_messages_read += h.record_count  # aborted data adds no keys
+                    elif (batch_paths and h.base_offset >= start
+                          and len(entries) + h.record_count <= max_desired):
+                        # the whole batch fits whatever its keys: no per-record "full" check, and
+                        # the keys go into the table straight from the chunk's bytes
+                        if h.attributes & 0x07:
+                            block = batch.inflated_block()
+                            keyed = map_records(block, 0, len(block), h.record_count, h.base_offset,
+                                                entries, omap.tombstones)
+                        else:
+                            p = batch.position
+                            keyed = map_records(chunk, p + BATCH_OVERHEAD, p + h.batch_length + 12,
+                                                h.record_count, h.base_offset, entries, omap.tombstones)
+                        if keyed >= 0:
+                            omap.latest_offset = keyed
+                        stats.map_messages_read += h.record_count
                     else:
                         for record in scan_records(_records_block(batch, h), h):
                             if record.key is not None and record.offset >= start:
                                 if omap.size < max_desired:
-                                    omap.put(record.key, record.offset)
+                                    omap.put(record.key, record.offset, record.null_value)
                                 else:
                                     state["full"] = True
                                     return -1
@@ -774,6 +840,7 @@ class Cleaner:
         stats = CleanerStats()
         upper = ltc.first_uncleanable_offset
         self.build_offset_map(plog, ltc.first_dirty_offset, upper, stats)
+        self._dirty_start = ltc.first_dirty_offset if self.batch_paths else None
         end_offset = self.offset_map.latest_offset + 1
         stats.map_done_s = time.monotonic()
         txn = CleanedTransactionMetadata()
@@ -800,7 +867,7 @@ class Cleaner:
             txn.cleaned_index = cleaned.txn_index
             last_records = self.run_exclusive(self._last_records_of_active_producers, plog)
             filt = CleanerFilter(self.offset_map, now, plog.config.delete_retention_ms, txn,
-                                 last_records, stats)  # type: ignore[arg-type]
+                                 last_records, stats, self._dirty_start)  # type: ignore[arg-type]
             for i, seg in enumerate(group):
                 upper = group[i + 1].base_offset if i + 1 < len(group) else seg.read_next_offset()
                 txn.add_aborted_transactions(plog.aborted_transactions(seg.base_offset, upper))

@@ -6,11 +6,18 @@ Kafka stores a 16-byte MD5 of each key and an 8-byte offset per slot in a fixed 
 offset the map covers and the rest of the dirty section waits for the next round. This map keeps
 the same capacity rules (same slot count, same "full" point) so a round covers the same offsets
 as Kafka's; it stores the MD5 digests in a dict, so its memory use differs from Kafka's buffer.
+
+Besides the table, the map can list the offsets it holds (`latest_offsets`), sorted: inside the
+mapped part of the dirty section a record is the latest of its key exactly when its offset is one
+of them (offsets are unique), so the rewrite decides whole batches with two bisections instead of
+hashing every key again.
 """
 
 from __future__ import annotations
 
 import hashlib
+from array import array
+from bisect import bisect_left, bisect_right
 
 #: bytes of one slot in Kafka's map: MD5 digest + offset
 BYTES_PER_ENTRY = 16 + 8
@@ -24,7 +31,8 @@ class OffsetMap:
     fast-forwarded to with `update_latest_offset`), -1 when empty.
     """
 
-    __slots__ = ("_map", "latest_offset", "lookups", "probes", "slots")
+    __slots__ = ("_latest", "_latest_tombstones", "_map", "latest_offset", "lookups", "probes", "slots",
+                 "tombstones")
 
     def __init__(self, memory_bytes: int) -> None:
         self.slots = max(memory_bytes // BYTES_PER_ENTRY, 1)
@@ -32,6 +40,17 @@ class OffsetMap:
         self.latest_offset = -1
         self.lookups = 0
         self.probes = 0
+        #: offsets of the keyed tombstones put (latest or not), in put order
+        self.tombstones: list[int] = []
+        self._latest: array | None = None
+        self._latest_tombstones: array | None = None
+
+    @property
+    def entries(self) -> dict[bytes, int]:
+        """The table itself (digest -> offset), for the cleaner's batch walkers, which put
+        `_digest(key)` directly; they must append tombstones' offsets to `tombstones` too."""
+        self._latest = None
+        return self._map
 
     @staticmethod
     def _digest(key: bytes | memoryview) -> bytes:
@@ -41,10 +60,36 @@ class OffsetMap:
             return bytes(key)
         return hashlib.md5(key, usedforsecurity=False).digest()
 
-    def put(self, key: bytes | memoryview, offset: int) -> None:
+    def put(self, key: bytes | memoryview, offset: int, tombstone: bool = False) -> None:
         """Record `offset` as the latest offset of `key` (later puts win, as the log is read in order)."""
         self._map[self._digest(key)] = offset
         self.latest_offset = offset
+        self._latest = None
+        if tombstone:
+            self.tombstones.append(offset)
+
+    def latest_offsets(self) -> tuple[array, array]:
+        """(every offset the map holds, the ones of them that are tombstones), both sorted."""
+        if self._latest is None:
+            latest = array("q", sorted(self._map.values()))
+            held = set(latest) if self.tombstones else ()
+            self._latest_tombstones = array("q", sorted(t for t in self.tombstones if t in held))
+            self._latest = latest
+        assert self._latest_tombstones is not None
+        return self._latest, self._latest_tombstones
+
+    def latest_in(self, first: int, last: int) -> tuple[int, int]:
+        """How many of the offsets held lie in [first, last], and how many of those are tombstones."""
+        latest, tombs = self.latest_offsets()
+        n = bisect_right(latest, last) - bisect_left(latest, first)
+        if not tombs:
+            return n, 0
+        return n, bisect_right(tombs, last) - bisect_left(tombs, first)
+
+    def latest_list(self, first: int, last: int) -> array:
+        """The offsets held that lie in [first, last]."""
+        latest, _ = self.latest_offsets()
+        return latest[bisect_left(latest, first):bisect_right(latest, last)]
 
     def get(self, key: bytes | memoryview) -> int:
         """The latest offset of `key`, or -1 if the map has not seen it."""
@@ -58,6 +103,8 @@ class OffsetMap:
     def clear(self) -> None:
         self._map.clear()
         self.latest_offset = -1
+        self.tombstones = []
+        self._latest = None
 
     @property
     def size(self) -> int:
