@@ -49,7 +49,6 @@ from odradek.wire.records import (
     ControlRecordType,
     CorruptRecordError,
     RecordBatch,
-    iter_batches,
     parse_control_record_key,
     read_record_varlong,
 )
@@ -57,7 +56,7 @@ from odradek.wire.records import (
 from ..wire.checksum import crc32c
 from . import files
 from .checkpoints import fsync_dir
-from .cleaner_scan import kept_records, map_records
+from .cleaner_scan import batch_headers, kept_records, map_records
 from .offset_map import OffsetMap
 from .segment import LogSegment
 from .txn_index import AbortedTxn, TransactionIndex
@@ -515,8 +514,13 @@ class FilterResult:
     shallow_offset_of_max_timestamp: int = -1
     messages_read: int = 0
     messages_retained: int = 0
+    #: (last offset, max timestamp, end position in `output`) of each batch written: the cleaned
+    #: segment indexes them without parsing the output again
+    out_batches: list[tuple[int, int, int]] = field(default_factory=list)
 
     def retained(self, max_timestamp: int, shallow_offset: int, max_offset: int, n: int) -> None:
+        """After each batch appended to `output` (its last offset is `shallow_offset`)."""
+        self.out_batches.append((shallow_offset, max_timestamp, len(self.output)))
         if max_timestamp > self.max_timestamp:
             self.max_timestamp = max_timestamp
             self.shallow_offset_of_max_timestamp = shallow_offset
@@ -541,11 +545,12 @@ class CleanerFilter:
         self.stats = stats
         self.discard_batch_records = False
 
-    def check_batch_retention(self, batch: RecordBatch, h) -> tuple[BatchRetention, bool]:
-        """(retention, contains_marker_for_empty_txn)."""
+    def check_batch_retention(self, batch: RecordBatch | None, h) -> tuple[BatchRetention, bool]:
+        """(retention, contains_marker_for_empty_txn); `batch` is needed for control batches only."""
         last = h.base_offset + h.last_offset_delta
         is_control = bool(h.attributes & _CONTROL_BIT)
         if is_control:
+            assert batch is not None
             can_discard = self.txn.on_control_batch_read(batch, h.producer_id, last)
             horizon = h.base_timestamp if h.attributes & _DELETE_HORIZON_BIT else None
             self.discard_batch_records = can_discard and horizon is not None and horizon <= self.now
@@ -588,18 +593,22 @@ class CleanerFilter:
         """Filter the complete batches at the start of `chunk` into a new buffer."""
         res = FilterResult()
         dirty_start = self.dirty_start
-        for batch in iter_batches(chunk):
-            h = batch.header()
-            size = h.batch_length + 12
-            res.bytes_read = batch.position + size
+        latest_offset = self.map.latest_offset
+        view = memoryview(chunk)
+        for pos, size, h in batch_headers(chunk):
+            res.bytes_read = pos + size
+            # a RecordBatch only where records or a marker are read one by one
+            batch = RecordBatch(view, pos) if h.attributes & _CONTROL_BIT else None
             retention, marker_for_empty_txn = self.check_batch_retention(batch, h)
             if retention is BatchRetention.DELETE:
                 continue
             last = h.base_offset + h.last_offset_delta
             if (dirty_start is not None and not h.attributes & _SLOW_PATH_BITS
-                    and dirty_start <= h.base_offset and last <= self.map.latest_offset):
-                self._filter_mapped_batch(res, batch, h, last, retention)
+                    and dirty_start <= h.base_offset and last <= latest_offset):
+                self._filter_mapped_batch(res, view, pos, size, h, last, retention)
                 continue
+            if batch is None:
+                batch = RecordBatch(view, pos)
             kept = []
             write_original = True
             tombstones = False
@@ -633,7 +642,7 @@ class CleanerFilter:
                 res.retained(h.max_timestamp, last, last, 0)
         return res
 
-    def _filter_mapped_batch(self, res: FilterResult, batch: RecordBatch, h, last: int,
+    def _filter_mapped_batch(self, res: FilterResult, view: memoryview, pos: int, size: int, h, last: int,
                              retention: BatchRetention) -> None:
         """A plain data batch inside the mapped dirty section: a record stays exactly when its
         offset is one the map holds (the latest of its key; keyless records are not there), so
@@ -649,11 +658,12 @@ class CleanerFilter:
             n_kept, n_tombs = self.map.latest_in(h.base_offset, last)
             # records without a key are dropped as invalid, like the per-record path counts them
         if n_kept == n and not n_tombs:
-            res.output += batch.buffer
+            res.output += view[pos:pos + size]
             res.retained(h.max_timestamp, last, last, n)
         elif n_kept:
             keep = set(self.map.latest_list(h.base_offset, last))
-            block = _records_block(batch, h)
+            block = (RecordBatch(view, pos).inflated_block() if h.attributes & 0x07
+                     else view[pos + BATCH_OVERHEAD:pos + size].tobytes())
             lat_ts = h.max_timestamp if h.attributes & _LOG_APPEND_TIME_BIT else None
             kept = [RawRecord(off, ts, None, False, tail, end)
                     for off, ts, tail, end in kept_records(block, n, h.base_offset, h.base_timestamp, lat_ts, keep)]
@@ -757,11 +767,11 @@ class Cleaner:
 
             def consume(chunk: bytes, state=state) -> int:
                 used = 0
-                for batch in iter_batches(chunk):
-                    h = batch.header()
+                view = memoryview(chunk)
+                for pos, size, h in batch_headers(chunk):
                     last = h.base_offset + h.last_offset_delta
                     if h.attributes & _CONTROL_BIT:
-                        txn.on_control_batch_read(batch, h.producer_id, last)
+                        txn.on_control_batch_read(RecordBatch(view, pos), h.producer_id, last)
                         stats.map_messages_read += 1
                     elif txn.on_batch_read(h.producer_id, last, bool(h.attributes & _TRANSACTIONAL_BIT)):
                         stats.map_messages_read += h.record_count  # aborted data adds no keys
@@ -770,18 +780,17 @@ class Cleaner:
                         # the whole batch fits whatever its keys: no per-record "full" check, and
                         # the keys go into the table straight from the chunk's bytes
                         if h.attributes & 0x07:
-                            block = batch.inflated_block()
+                            block = RecordBatch(view, pos).inflated_block()
                             keyed = map_records(block, 0, len(block), h.record_count, h.base_offset,
                                                 entries, omap.tombstones)
                         else:
-                            p = batch.position
-                            keyed = map_records(chunk, p + BATCH_OVERHEAD, p + h.batch_length + 12,
+                            keyed = map_records(chunk, pos + BATCH_OVERHEAD, pos + size,
                                                 h.record_count, h.base_offset, entries, omap.tombstones)
                         if keyed >= 0:
                             omap.latest_offset = keyed
                         stats.map_messages_read += h.record_count
                     else:
-                        for record in scan_records(_records_block(batch, h), h):
+                        for record in scan_records(_records_block(RecordBatch(view, pos), h), h):
                             if record.key is not None and record.offset >= start:
                                 if omap.size < max_desired:
                                     omap.put(record.key, record.offset, record.null_value)
@@ -791,7 +800,7 @@ class Cleaner:
                             stats.map_messages_read += 1
                     if last >= start:
                         omap.update_latest_offset(last)
-                    used = batch.position + h.batch_length + 12
+                    used = pos + size
                 stats.map_bytes_read += used
                 return used
 
@@ -880,10 +889,10 @@ class Cleaner:
                         # Kafka 4's LogSegment.append indexes batch by batch within one append
                         self._step("append-cleaned")
                         out = memoryview(res.output)
-                        for batch in iter_batches(out):
-                            bh = batch.header()
-                            last = bh.base_offset + bh.last_offset_delta
-                            cleaned.append(last, bh.max_timestamp, last, batch.buffer)
+                        begin = 0
+                        for last, max_ts, end in res.out_batches:
+                            cleaned.append(last, max_ts, last, out[begin:end])
+                            begin = end
                         stats.bytes_written += len(res.output)
                         out.release()
                     elif res.output:

@@ -10,11 +10,52 @@ per record that the format allows: one-byte varints decoded inline, the timestam
 from __future__ import annotations
 
 import hashlib
+import struct
+from collections.abc import Iterator
 
-from odradek.wire.records import CorruptRecordError, read_record_varlong
+from odradek.wire.records import (
+    BATCH_OVERHEAD,
+    HEADER_SIZE_UP_TO_MAGIC,
+    LOG_OVERHEAD,
+    MAGIC_V2,
+    MIN_ENTRY_SIZE,
+    BatchHeader,
+    CorruptRecordError,
+    read_record_varlong,
+)
+
+_HEADER = struct.Struct(">qiibIhiqqqhii")
+_LENGTH = struct.Struct(">i")
 
 #: keys shorter than an MD5 digest are their own key in the map (OffsetMap._digest)
 DIGEST_BYTES = 16
+
+
+def batch_headers(chunk: bytes) -> Iterator[tuple[int, int, BatchHeader]]:
+    """(position, size, header) of the back-to-back v2 batches of `chunk`: `iter_batches`'
+    framing and errors (it stops at an incomplete tail), without a RecordBatch per batch."""
+    pos = 0
+    stop = len(chunk)
+    unpack = _HEADER.unpack_from
+    length_of = _LENGTH.unpack_from
+    make = BatchHeader._make
+    while stop - pos > HEADER_SIZE_UP_TO_MAGIC:
+        (length,) = length_of(chunk, pos + 8)
+        if length < MIN_ENTRY_SIZE:
+            raise CorruptRecordError(
+                f"found record size {length} smaller than minimum record overhead ({MIN_ENTRY_SIZE})", offset=pos)
+        size = length + LOG_OVERHEAD
+        if size > stop - pos:
+            return
+        magic = chunk[pos + 16]
+        if magic < MAGIC_V2:
+            raise CorruptRecordError(f"legacy magic {magic} batch; use iter_legacy_messages", offset=pos)
+        if size < BATCH_OVERHEAD:
+            raise CorruptRecordError(
+                f"record batch is corrupt (the size {size} is smaller than the minimum allowed overhead "
+                f"{BATCH_OVERHEAD})", offset=pos)
+        yield pos, size, make(unpack(chunk, pos))
+        pos += size
 
 
 def map_records(buf: bytes, pos: int, end: int, count: int, base_offset: int,
@@ -32,6 +73,10 @@ def map_records(buf: bytes, pos: int, end: int, count: int, base_offset: int,
             if b < 0x80:
                 size = (b >> 1) ^ -(b & 1)
                 pos += 1
+            elif buf[pos + 1] < 0x80:  # records of 64 to 8191 bytes
+                b = (b & 0x7F) | (buf[pos + 1] << 7)
+                size = (b >> 1) ^ -(b & 1)
+                pos += 2
             else:
                 size, pos = zz(buf, pos)
             rec_end = pos + size
@@ -85,6 +130,10 @@ def kept_records(buf: bytes, count: int, base_offset: int, base_timestamp: int, 
             if b < 0x80:
                 size = (b >> 1) ^ -(b & 1)
                 pos += 1
+            elif buf[pos + 1] < 0x80:  # records of 64 to 8191 bytes
+                b = (b & 0x7F) | (buf[pos + 1] << 7)
+                size = (b >> 1) ^ -(b & 1)
+                pos += 2
             else:
                 size, pos = zz(buf, pos)
             rec_end = pos + size
