@@ -22,6 +22,7 @@ from pathlib import Path
 import pytest
 from confluent_kafka.admin import AdminClient, NewTopic
 
+from odradek.cli import main as odradek_main
 from odradek.logstore.producer_state import read_snapshot
 from odradek.txn_coordinator import records as rec
 from odradek.wire.protocol import decode_response, encode_request, join_pieces, request_class
@@ -72,7 +73,12 @@ def test_w4_replays_through_the_transaction_path(odradek_broker_factory) -> None
     sent = {p: [(W4 / "batches" / m["file"]).read_bytes() for m in manifest if m["partition"] == p] for p in (0, 1)}
     plan = [kind == "commit" for _i, _n, kind in workload["transactions"]]
 
-    broker = odradek_broker_factory()
+    broker = odradek_broker_factory(start=False)
+    # formatted as the Kafka 3.9 that captured W4 (transaction.version 0): from transaction.version
+    # 1 on, Kafka (and Odradek) write the flexible TransactionLogValue v1 instead
+    assert odradek_main(["storage", "format", "-t", "q1w2e3r4t5y6u7i8o9p0AA", "--override",
+                         f"log.dirs={broker.log_dirs[0]}", "--release-version", "3.9"]) == 0
+    broker.start()
     admin = AdminClient({"bootstrap.servers": broker.bootstrap})
     for fut in admin.create_topics([NewTopic("w4-txn", 2, 1, config=workload["topic_config"]["w4-txn"])]).values():
         fut.result(30)

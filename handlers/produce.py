@@ -154,7 +154,7 @@ async def handle_produce(ctx: RequestContext, header, request) -> object | None:
             while (written := _writing.get(id(partition_log))) is not None:
                 await written.wait()
             refused = verify_transactional_produce(
-                broker, request.transactional_id, topic.name, index, partition_log, records)
+                broker, request.transactional_id, topic.name, index, partition_log, records, header.api_version)
             if refused is not None:
                 partitions.append(_partition_error(index, *refused))
                 continue

@@ -96,7 +96,9 @@ def _add_partitions(ctx: RequestContext, coordinator: TransactionCoordinator | N
         codes = coordinator.verify_partitions(txn_id, pid, epoch, wanted)
     else:
         try:
-            coordinator.add_partitions(txn_id, pid, epoch, wanted)
+            # v4+ comes from a broker adding a TV2 producer's partitions (TransactionVersion
+            # .transactionVersionForAddPartitionsToTxn); v0-3 from a client (TV_0)
+            coordinator.add_partitions(txn_id, pid, epoch, wanted, client_tv=2 if version >= 4 else 0)
             code = ErrorCode.NONE
         except TxnError as exc:
             code = exc.code
@@ -157,19 +159,24 @@ async def handle_add_offsets_to_txn(ctx: RequestContext, header, request) -> obj
 async def handle_end_txn(ctx: RequestContext, header, request) -> object:
     coordinator = _coordinator(ctx)
     code = ErrorCode.NONE
+    # EndTxn v5+ is a TV2 producer's (TransactionVersion.transactionVersionForEndTxn): the end bumps
+    # the epoch and the answer carries the producer id and epoch to continue with
+    client_tv = 2 if header.api_version >= 5 else 0
+    producer = (-1, -1)
     if not permits(ctx)(OP_WRITE, RT_TRANSACTIONAL_ID, request.transactional_id):
         code = ErrorCode.TRANSACTIONAL_ID_AUTHORIZATION_FAILED
     elif coordinator is None:
         code = ErrorCode.COORDINATOR_NOT_AVAILABLE
     else:
         try:
-            coordinator.end_transaction(request.transactional_id, request.producer_id, request.producer_epoch,
-                                        bool(request.committed))
+            meta = coordinator.end_transaction(request.transactional_id, request.producer_id,
+                                               request.producer_epoch, bool(request.committed), client_tv=client_tv)
+            if client_tv >= 2:
+                producer = coordinator.completed_ids(meta)
         except TxnError as exc:
             code = exc.code
-    # producer_id/epoch in the answer matter for transaction version 2 only (the epoch bump at the end)
     return EndTxnResponse(throttle_time_ms=0, error_code=int(_fenced(code, header.api_version, 2)),
-                          producer_id=-1, producer_epoch=-1)
+                          producer_id=producer[0], producer_epoch=producer[1])
 
 
 # ====================================================================== TxnOffsetCommit

@@ -127,6 +127,17 @@ class TransactionCoordinator:
         if spec is not None and spec[0] not in getattr(self.broker, "topics_being_created", ()):
             self.broker.metadata.create_topic(*spec)
 
+    def server_txn_version(self) -> int:
+        """The finalized transaction.version (Kafka's TransactionStateManager.transactionVersionLevel):
+        it picks the record value version, and the rules of aborts the coordinator starts itself."""
+        store = getattr(self.broker, "metadata_store", None)
+        image = getattr(store, "image", None)
+        if image is None:
+            role = getattr(self.broker, "broker_role", None)
+            image = getattr(role, "image", None)
+        features = getattr(image, "features", None)
+        return int(features.get("transaction.version", 0)) if features else 0
+
     def coordinator_epoch(self, transactional_id: str) -> int:
         """Kafka's coordinator epoch: the leader epoch of the id's transaction-log partition."""
         if self.broker is None:
@@ -240,7 +251,12 @@ class TransactionCoordinator:
         plog = broker.partition_log(rec.TRANSACTION_STATE_TOPIC, self.partition_for(meta.transactional_id))
         if plog is None:
             raise TxnError(ErrorCode.COORDINATOR_NOT_AVAILABLE)
-        batch = rec.record_batch(rec.encode_key(meta.transactional_id), rec.encode_value(meta.to_value()), now)
+        version = rec.value_version(self.server_txn_version())
+        before = self.txns.get(meta.transactional_id)
+        # Kafka's PreviousProducerId is the producer id the state had before this change
+        prev = before.producer_id if before is not None else meta.producer_id
+        value = rec.encode_value(meta.to_value(version, prev), version)
+        batch = rec.record_batch(rec.encode_key(meta.transactional_id), value, now)
         try:
             plog.append_as_coordinator(batch, now_ms=now)
         except Exception as exc:
@@ -315,7 +331,21 @@ class TransactionCoordinator:
         done.transition(TxnState.COMPLETE_COMMIT if commit else TxnState.COMPLETE_ABORT)
         done.partitions = set()
         done.txn_last_update_timestamp = now
+        if meta.client_txn_version >= 2 and meta.next_producer_id != NO_PRODUCER_ID:
+            # TV2 epoch overflow (TransactionMetadata.prepareComplete): the producer continues
+            # with the new id at epoch 0; a retry of the EndTxn is recognised by the old id
+            done.previous_producer_id = meta.producer_id
+            done.producer_id, done.producer_epoch = meta.next_producer_id, 0
+        done.next_producer_id = NO_PRODUCER_ID
         return self._commit(done, now)
+
+    @staticmethod
+    def completed_ids(meta: TransactionMetadata) -> tuple[int, int]:
+        """The producer id and epoch a prepared transaction completes with (what EndTxn v5+ answers)."""
+        if meta.state in (TxnState.PREPARE_COMMIT, TxnState.PREPARE_ABORT) \
+                and meta.client_txn_version >= 2 and meta.next_producer_id != NO_PRODUCER_ID:
+            return meta.next_producer_id, 0
+        return meta.producer_id, meta.producer_epoch
 
     # ================================================================== InitProducerId
 
@@ -413,7 +443,12 @@ class TransactionCoordinator:
         return broker.producer_ids.generate()
 
     def _fence_and_abort(self, meta: TransactionMetadata, now: int) -> None:
-        """Bump the epoch of an Ongoing transaction (PrepareEpochFence) and abort it with that epoch."""
+        """Bump the epoch of an Ongoing transaction (PrepareEpochFence) and abort it with that epoch.
+        The coordinator's own aborts follow the finalized transaction.version, as Kafka's do."""
+        if self.server_txn_version() >= 2:
+            # TV2: the abort itself bumps the epoch once (prepareAbortOrCommit), nothing before it
+            self._end(meta, commit=False, now=now, client_tv=2, fence=True)
+            return
         fenced = self._copy(meta)
         fenced.transition(TxnState.PREPARE_EPOCH_FENCE)
         if fenced.producer_epoch < 2**15 - 1:
@@ -432,8 +467,10 @@ class TransactionCoordinator:
         return meta
 
     def add_partitions(self, transactional_id: str, producer_id: int, producer_epoch: int,
-                       partitions: Iterable[tuple[str, int]], now: int | None = None) -> None:
-        """Add partitions to the producer's transaction (starting it); TxnError on refusal."""
+                       partitions: Iterable[tuple[str, int]], now: int | None = None, client_tv: int = 0) -> None:
+        """Add partitions to the producer's transaction (starting it); TxnError on refusal.
+        `client_tv` is 2 when a broker adds them for a TV2 producer (AddPartitionsToTxn v4+, not
+        verify-only: Produce v12+, TxnOffsetCommit v5+), else 0 (Kafka's TV_0 for client versions)."""
         now = _now_ms() if now is None else now
         parts = set(partitions)
         self._check_owner(transactional_id)
@@ -448,6 +485,7 @@ class TransactionCoordinator:
         new.transition(TxnState.ONGOING)
         new.partitions |= parts
         new.txn_last_update_timestamp = now
+        new.client_txn_version = client_tv
         self._commit(new, now)
 
     def verify_partitions(self, transactional_id: str, producer_id: int, producer_epoch: int,
@@ -475,10 +513,13 @@ class TransactionCoordinator:
     # ================================================================== EndTxn
 
     def end_transaction(self, transactional_id: str, producer_id: int, producer_epoch: int, commit: bool,
-                        now: int | None = None) -> TransactionMetadata:
-        """EndTxn from a client: commit or abort the Ongoing transaction (TxnError on refusal)."""
+                        now: int | None = None, client_tv: int = 0) -> TransactionMetadata:
+        """EndTxn from a client: commit or abort the Ongoing transaction (TxnError on refusal).
+        `client_tv` 2 (EndTxn v5+) takes the Transactions V2 rules: every end bumps the epoch."""
         now = _now_ms() if now is None else now
         self._check_owner(transactional_id)
+        if client_tv >= 2:
+            return self._end_transaction_v2(transactional_id, producer_id, producer_epoch, commit, now)
         meta = self.txns.get(transactional_id)
         if meta is None or meta.producer_id != producer_id:
             raise TxnError(ErrorCode.INVALID_PRODUCER_ID_MAPPING)
@@ -494,10 +535,70 @@ class TransactionCoordinator:
         raise TxnError(ErrorCode.INVALID_TXN_STATE,
                        f"TransactionalId {transactional_id} is in state {state.display_name}")
 
-    def _end(self, meta: TransactionMetadata, commit: bool, now: int) -> TransactionMetadata:
+    def _end_transaction_v2(self, transactional_id: str, producer_id: int, producer_epoch: int, commit: bool,
+                            now: int) -> TransactionMetadata:
+        """Kafka's endTransaction for TV2 clients: a retry is told apart by the epoch (the
+        first attempt bumped it), and an abort is allowed with no transaction open."""
+        meta = self.txns.get(transactional_id)
+        if meta is None:
+            raise TxnError(ErrorCode.INVALID_PRODUCER_ID_MAPPING)
+        state = meta.state
+        if state in (TxnState.PREPARE_COMMIT, TxnState.PREPARE_ABORT):
+            # markers still under way: Kafka's pending transition answers this before any check
+            raise TxnError(ErrorCode.CONCURRENT_TRANSACTIONS)
+        retry_on_overflow = (meta.previous_producer_id == producer_id and producer_epoch == 2**15 - 2
+                             and meta.producer_epoch == 0)
+        retry_on_bump = meta.producer_epoch == producer_epoch + 1
+        if state in (TxnState.COMPLETE_COMMIT, TxnState.COMPLETE_ABORT):
+            valid_epoch = retry_on_bump or retry_on_overflow or producer_epoch == meta.producer_epoch
+        else:
+            valid_epoch = producer_epoch == meta.producer_epoch
+        is_retry = retry_on_bump or retry_on_overflow
+        if meta.producer_id != producer_id and not retry_on_overflow:
+            raise TxnError(ErrorCode.INVALID_PRODUCER_ID_MAPPING)
+        if not valid_epoch:
+            raise TxnError(ErrorCode.PRODUCER_FENCED)
+        invalid = TxnError(ErrorCode.INVALID_TXN_STATE,
+                           f"TransactionalId {transactional_id} is in state {state.display_name}")
+        if state == TxnState.ONGOING:
+            return self._end(meta, commit, now, client_tv=2)
+        if state == TxnState.COMPLETE_COMMIT:
+            if commit:
+                if is_retry:
+                    return meta
+                raise invalid
+            if is_retry:
+                raise invalid
+            return self._end(meta, False, now, client_tv=2, no_partition_added=True)
+        if state == TxnState.COMPLETE_ABORT:
+            if commit:
+                raise invalid
+            if is_retry:
+                return meta
+            return self._end(meta, False, now, client_tv=2, no_partition_added=True)
+        if state == TxnState.EMPTY and not commit:
+            return self._end(meta, False, now, client_tv=2, no_partition_added=True)
+        raise invalid
+
+    def _end(self, meta: TransactionMetadata, commit: bool, now: int, client_tv: int = 0,
+             fence: bool = False, no_partition_added: bool = False) -> TransactionMetadata:
         prepared = self._copy(meta)
-        prepared.transition(TxnState.PREPARE_COMMIT if commit else TxnState.PREPARE_ABORT)
+        target = TxnState.PREPARE_COMMIT if commit else TxnState.PREPARE_ABORT
+        prepared.transition(target)
+        if no_partition_added:
+            # a TV2 abort with nothing open (TransactionMetadata.prepareAbortOrCommit): it starts now
+            prepared.txn_start_timestamp = now
         prepared.txn_last_update_timestamp = now
+        if client_tv >= 2:
+            # TV2: every end bumps the epoch; an exhausted epoch moves to a new producer id once the
+            # markers (written with the bumped epoch) are in (a fence never rotates the id)
+            if not fence and is_epoch_exhausted(meta.producer_epoch):
+                prepared.next_producer_id = self._new_producer_id()
+            else:
+                prepared.next_producer_id = NO_PRODUCER_ID
+            prepared.last_producer_epoch = meta.producer_epoch
+            prepared.producer_epoch = meta.producer_epoch + 1
+        prepared.client_txn_version = client_tv
         self._commit(prepared, now)
         return self._complete(prepared, commit, now)
 
@@ -552,6 +653,17 @@ class TransactionCoordinator:
             return ErrorCode.INVALID_PRODUCER_ID_MAPPING
         if meta.producer_epoch != producer_epoch:
             return ErrorCode.INVALID_PRODUCER_EPOCH
+        if api_version >= 5:
+            # a TV2 producer sends no AddOffsetsToTxn: the group's partition joins the transaction
+            # here (txnOffsetCommitRequestVersionToTransactionSupportedOperation: ADD_PARTITION)
+            partition = self.groups.partition_for(group_id)
+            if partition is None:
+                return ErrorCode.COORDINATOR_NOT_AVAILABLE
+            try:
+                self.add_partitions(transactional_id, producer_id, producer_epoch,
+                                    [(self.groups.offsets_topic, partition)], now, client_tv=2)
+            except TxnError as exc:
+                return ErrorCode.INVALID_PRODUCER_EPOCH if exc.code == ErrorCode.PRODUCER_FENCED else exc.code
         code = self.groups.validate(group_id, generation_id, member_id, instance_id, api_version,
                                     [(topic, partition) for topic, partition, *_ in commits])
         if code != ErrorCode.NONE:
@@ -619,11 +731,18 @@ _PRODUCE_ERRORS = {
 }
 
 
+#: Produce v12+ is a TV2 producer's: the leader adds the partition to the transaction itself
+#: (AddPartitionsToTxnManager.produceRequestVersionToTransactionSupportedOperation: ADD_PARTITION)
+PRODUCE_ADDS_PARTITIONS = 12
+
+
 def verify_transactional_produce(broker: Any, transactional_id: str | None, topic: str, partition: int,
-                                 partition_log: Any, records: Any) -> tuple[ErrorCode, str] | None:
+                                 partition_log: Any, records: Any, version: int = 0) -> tuple[ErrorCode, str] | None:
     """KIP-890 produce verification (Kafka's transaction.partition.verification.enable, on by default):
     the first transactional batch of a producer in a partition is only appended if the coordinator has
-    that partition in the producer's ongoing transaction. Returns (error, message) to refuse it, else None.
+    that partition in the producer's ongoing transaction. From Produce v12 (Transactions V2) the
+    partition is added to the transaction instead, whatever that config says. Returns (error,
+    message) to refuse the batch, else None.
 
     Reads four header fields only; later batches of the same transaction skip the check (the
     partition's producer state already shows the open transaction), as in Kafka.
@@ -633,8 +752,9 @@ def verify_transactional_produce(broker: Any, transactional_id: str | None, topi
     attributes = int.from_bytes(records[21:23], "big")
     if not attributes & 0x10 or attributes & 0x20:
         return None
+    add = version >= PRODUCE_ADDS_PARTITIONS
     raw = broker.config.raw.get("transaction.partition.verification.enable") if broker.config is not None else None
-    if raw is not None and raw.strip().lower() == "false":
+    if not add and raw is not None and raw.strip().lower() == "false":
         return None
     producer_id = int.from_bytes(records[43:51], "big", signed=True)
     producer_epoch = int.from_bytes(records[51:53], "big", signed=True)
@@ -648,6 +768,20 @@ def verify_transactional_produce(broker: Any, transactional_id: str | None, topi
         return None
     if coordinator is None or not coordinator.active:
         code = ErrorCode.COORDINATOR_NOT_AVAILABLE
+    elif add:
+        try:
+            coordinator.add_partitions(transactional_id, producer_id, producer_epoch, [(topic, partition)],
+                                       client_tv=2)
+            return None
+        except TxnError as exc:
+            code = exc.code
+        if code == ErrorCode.PRODUCER_FENCED:
+            # AddPartitionsToTxnManager: what a produce answers for a fenced epoch
+            return ErrorCode.INVALID_PRODUCER_EPOCH, code.name
+        if code == ErrorCode.CONCURRENT_TRANSACTIONS:
+            # not made NOT_ENOUGH_REPLICAS for TV2: the producer retries it (the last commit's
+            # markers are still being written)
+            return code, code.name
     else:
         code = coordinator.verify_partitions(transactional_id, producer_id, producer_epoch,
                                              [(topic, partition)])[(topic, partition)]

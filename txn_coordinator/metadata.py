@@ -54,7 +54,9 @@ VALID_PREVIOUS: dict[TxnState, frozenset[TxnState]] = {
     TxnState.EMPTY: frozenset({TxnState.EMPTY, TxnState.COMPLETE_COMMIT, TxnState.COMPLETE_ABORT}),
     TxnState.ONGOING: frozenset({TxnState.ONGOING, TxnState.EMPTY, TxnState.COMPLETE_COMMIT, TxnState.COMPLETE_ABORT}),
     TxnState.PREPARE_COMMIT: frozenset({TxnState.ONGOING}),
-    TxnState.PREPARE_ABORT: frozenset({TxnState.ONGOING, TxnState.PREPARE_EPOCH_FENCE}),
+    # Empty/Complete* -> PrepareAbort: a TV2 abort with no transaction open
+    TxnState.PREPARE_ABORT: frozenset({TxnState.ONGOING, TxnState.PREPARE_EPOCH_FENCE, TxnState.EMPTY,
+                                       TxnState.COMPLETE_COMMIT, TxnState.COMPLETE_ABORT}),
     TxnState.COMPLETE_COMMIT: frozenset({TxnState.PREPARE_COMMIT}),
     TxnState.COMPLETE_ABORT: frozenset({TxnState.PREPARE_ABORT}),
     TxnState.DEAD: frozenset({TxnState.EMPTY, TxnState.COMPLETE_COMMIT, TxnState.COMPLETE_ABORT}),
@@ -81,6 +83,10 @@ class TransactionMetadata:
     # KIP-360/KIP-588: the epoch before the last bump, so a retried InitProducerId is recognised
     last_producer_epoch: int = NO_PRODUCER_EPOCH
     previous_producer_id: int = NO_PRODUCER_ID
+    # Transactions V2 (KIP-890 part 2): the id a commit/abort that exhausted the epoch moves to
+    # once it completes, and the transaction version of the client's last state change
+    next_producer_id: int = NO_PRODUCER_ID
+    client_txn_version: int = 0
 
     def transition(self, target: TxnState) -> None:
         """Move to `target`, checking Kafka's table of valid previous states."""
@@ -90,17 +96,25 @@ class TransactionMetadata:
                 f"{target.display_name}")
         self.state = target
 
-    def to_value(self) -> Any:
-        """The TransactionLogValue (version 0 fields) describing this state."""
-        return TransactionLogValue(
+    def to_value(self, version: int = 0, prev_producer_id: int = NO_PRODUCER_ID) -> Any:
+        """The TransactionLogValue describing this state. Version 1 (written once transaction.version
+        1+ is finalized) adds the tagged fields Kafka sets: PreviousProducerId (the producer id before
+        this change), NextProducerId and ClientTransactionVersion."""
+        value = TransactionLogValue(
             producer_id=self.producer_id,
             producer_epoch=self.producer_epoch,
             transaction_timeout_ms=self.txn_timeout_ms,
             transaction_status=int(self.state),
-            transaction_partitions=partitions_field(self.partitions),
+            # Kafka writes a null partition list for Empty (TransactionLog.valueToBytes)
+            transaction_partitions=None if self.state == TxnState.EMPTY else partitions_field(self.partitions),
             transaction_last_update_timestamp_ms=self.txn_last_update_timestamp,
             transaction_start_timestamp_ms=self.txn_start_timestamp,
         )
+        if version >= 1:
+            value.previous_producer_id = prev_producer_id
+            value.next_producer_id = self.next_producer_id
+            value.client_transaction_version = self.client_txn_version
+        return value
 
     @classmethod
     def from_value(cls, transactional_id: str, value: Any) -> TransactionMetadata:
@@ -110,4 +124,6 @@ class TransactionMetadata:
                    TxnState(value.transaction_status), parts, value.transaction_start_timestamp_ms,
                    value.transaction_last_update_timestamp_ms)
         meta.previous_producer_id = getattr(value, "previous_producer_id", NO_PRODUCER_ID)
+        meta.next_producer_id = getattr(value, "next_producer_id", NO_PRODUCER_ID)
+        meta.client_txn_version = getattr(value, "client_transaction_version", 0)
         return meta

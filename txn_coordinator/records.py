@@ -1,8 +1,9 @@
 """The records of ``__transaction_state``, in Kafka's exact formats.
 
 A key is an int16 key version (0) followed by ``TransactionLogKey`` (the transactional id); a
-value is an int16 value version followed by ``TransactionLogValue``. Kafka 3.9, and 4.x for
-clients on transaction version 0/1 (all Odradek serves), writes value version 0. A null value is a
+value is an int16 value version followed by ``TransactionLogValue``: version 0 while
+transaction.version 0 is finalized (Kafka 3.9), the flexible version 1 with its tagged fields
+from transaction.version 1 on, whatever version the client uses. A null value is a
 tombstone (the transactional id expired). Each write is one uncompressed batch with one record,
 no producer id, CreateTime = the coordinator's clock.
 """
@@ -38,6 +39,12 @@ def encode_key(transactional_id: str) -> bytes:
     """Key bytes of a transactional id's record."""
     body = codec("TransactionLogKey", KEY_VERSION).encode_bytes(TransactionLogKey(transactional_id=transactional_id))
     return _INT16.pack(KEY_VERSION) + bytes(body)
+
+
+def value_version(transaction_version: int) -> int:
+    """TransactionVersion.transactionLogValueVersion: the flexible value version 1 from
+    transaction.version 1 on (the finalized level, whatever the client's)."""
+    return 1 if transaction_version >= 1 else 0
 
 
 def encode_value(value: Any, version: int = VALUE_VERSION) -> bytes:
