@@ -143,6 +143,7 @@ def open_metadata_store(config: BrokerConfig, now_ms: Callable[[], int] | None =
     controller_names = {str(n).upper() for n in config.get("controller.listener.names") or []}
     store.listeners = [(lst.name, lst.advertised_host, lst.port, security_protocol_of(config, lst.name))
                        for lst in config.advertised_listeners if lst.name.upper() not in controller_names]
+    store.min_insync_replicas = str(config.raw.get("min.insync.replicas", "1"))
     return store
 
 

@@ -80,8 +80,6 @@ def test_format_writes_what_kafka_44_writes(tmp_path: Path, args: tuple[str, ...
     assert _written(ours) == _written(kafka)
 
 
-@pytest.mark.xfail(strict=True, reason="format writes bootstrap.checkpoint until MetadataStore.start copies a "
-                                       "bootstrap snapshot into the empty log (kraft/bootstrap.WRITE_SNAPSHOT)")
 def test_format_puts_it_where_kafka_44_does(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     kafka, ours = _format_both(tmp_path, (), capsys)
     assert _files(ours) == _files(kafka)

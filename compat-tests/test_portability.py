@@ -4,7 +4,7 @@
 2. Topic ids and configs survive an Odradek restart (they live in __cluster_metadata-0).
 3. Odradek -> Kafka 4.1 -> Odradek on one directory: each broker serves everything the
    other wrote (records, topics, ids, configs, committed group offsets).
-4. Kafka's own DumpLogSegments decodes Odradek's metadata log and bootstrap.checkpoint.
+4. Kafka's own DumpLogSegments decodes Odradek's metadata log and its bootstrap snapshot.
 5. Kafka 3.9 -> Odradek -> Kafka 3.9 (older metadata.version, older record versions).
 """
 
@@ -353,7 +353,7 @@ def test_kafka_dump_log_decodes_odradek_metadata(odradek_broker_factory, dump_lo
     meta_dir = broker.log_dir / "__cluster_metadata-0"
     # Odradek formats with Kafka 4.4's metadata.version: Kafka 4.4's tool reads its record versions
     out, err, rc = dump_log_segments_tool(
-        [broker.log_dir / "bootstrap.checkpoint", *sorted(meta_dir.glob("*.log"))],
+        [meta_dir / "00000000000000000000-0000000000.checkpoint", *sorted(meta_dir.glob("*.log"))],
         "--cluster-metadata-decoder", version=KAFKA_4_4)
     assert rc == 0, err
     assert "Exception" not in out + err and "Error" not in err

@@ -128,7 +128,7 @@ def test_storage_format_add_scram_then_serve(odradek_broker_factory) -> None:
          "--add-scram", "SCRAM-SHA-512=[name=carol,password=carol-secret,iterations=8192]"],
         capture_output=True, text=True)
     assert proc.returncode == 0, proc.stderr
-    assert (data / "bootstrap.checkpoint").is_file()
+    assert (data / "__cluster_metadata-0" / "00000000000000000000-0000000000.checkpoint").is_file()
     from kafka_oracle import free_port
 
     port = free_port("127.0.0.1")

@@ -10,9 +10,8 @@ does :func:`read_bootstrap`. Either way the controller copies the records into t
 batch of the log when it starts on an empty log, and Kafka needs them there: its metadata loader
 does not read the offset-0 snapshot, so a log without them has no metadata.version.
 
-:func:`write_bootstrap` writes `bootstrap.checkpoint` (with Kafka 4.4's levels) until
-MetadataStore.start copies the records of a bootstrap snapshot into the empty log as Kafka does
-(it treats a dir with any snapshot as started); then :data:`WRITE_SNAPSHOT` turns to True.
+:func:`write_bootstrap` writes the bootstrap snapshot, as Kafka 4.4 does (:data:`WRITE_SNAPSHOT`);
+MetadataStore.start copies its records into the empty log on the first start.
 """
 
 from __future__ import annotations
@@ -29,7 +28,7 @@ from .snapshot import BOOTSTRAP_FILE, SnapshotId, build_snapshot, read_snapshot,
 METADATA_PARTITION_DIR = "__cluster_metadata-0"
 BOOTSTRAP_SNAPSHOT = SnapshotId(0, 0).file_name
 #: Whether format writes Kafka 4.4's bootstrap snapshot (True) or bootstrap.checkpoint (False).
-WRITE_SNAPSHOT = False
+WRITE_SNAPSHOT = True
 
 
 def _records(levels: Mapping[str, int], extra_records: Sequence[tuple[str, Any]]) -> list[tuple[str, Any]]:

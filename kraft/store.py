@@ -17,20 +17,21 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, Generic, TypeVar
 
 from ..wire.primitives import Uuid
+from .bootstrap import read_bootstrap_records
 from .errors import UnservableMetadataError
 from .features import (
-    METADATA_VERSION_4_1,
+    LATEST_PRODUCTION,
     MV_4_0_IV1,
     default_feature_levels,
     record_versions,
     supports_directory_assignment,
     supports_metadata_transactions,
 )
-from .image import RESOURCE_TOPIC, MetadataImage, PartitionState
+from .image import RESOURCE_BROKER, RESOURCE_TOPIC, MetadataImage, PartitionState
 from .log import METADATA_PARTITION_DIR, MetadataLog, metadata_batch
 from .quorum_state import QuorumState
 from .records import encode_metadata_record, new_record, warm_metadata_codecs
-from .snapshot import BOOTSTRAP_FILE, SnapshotId, read_snapshot, read_snapshot_voters
+from .snapshot import SnapshotId, read_snapshot_voters
 from .validation import ValidatedMetadata, validate_metadata_dir
 
 if TYPE_CHECKING:
@@ -109,6 +110,8 @@ class MetadataStore:
         self.broker_epoch = -1
         self.choose_dirs: Callable[[str, int, int], list[Path]] | None = None
         self.listeners: list[tuple[str, str, int, str]] = []
+        #: the broker's min.insync.replicas, the cluster-level config the bootstrap writes with ELR
+        self.min_insync_replicas = "1"
 
     # ------------------------------------------------------------------ start-up
 
@@ -144,7 +147,9 @@ class MetadataStore:
         else:
             QuorumState(leader_id=self.node_id, leader_epoch=self.epoch, voters=[self.node_id]).write(md.dir)
         now = self.now_ms()
-        was_empty = md.log_end_offset == 0 and md.latest_snapshot() is None
+        # Kafka 4.4's format leaves the bootstrap records as the snapshot 0-0: not a snapshot of a
+        # started log, its records still have to go into the log on the first start
+        was_empty = md.log_end_offset == 0 and md.latest_snapshot() in (None, SnapshotId(0, 0))
         md.become_leader(self.epoch, self.node_id, now)
         if open_transaction:
             # what Kafka's controller writes on activation after a failover mid-transaction
@@ -191,11 +196,13 @@ class MetadataStore:
                 "(kafka-reassign-partitions.sh) and disable tiered storage before moving the log dir.")
 
     def _bootstrap_records(self) -> list[tuple[str, Any]]:
-        """The bootstrap records: the feature levels of bootstrap.checkpoint (or 4.1's defaults) in a transaction."""
-        path = self.metadata_log_dir / BOOTSTRAP_FILE
+        """The bootstrap records in a transaction: the format's records (bootstrap.checkpoint, else
+        Kafka 4.4's bootstrap snapshot; else the default levels), then, with ELR, the cluster's
+        min.insync.replicas as Kafka 4.4's controller writes it on its first start."""
+        found = read_bootstrap_records(self.metadata_log_dir)
         levels: list[tuple[str, Any]]
-        if path.exists():
-            levels = [(r.name, r.message) for r in read_snapshot(path) if r.message is not None]
+        if found:
+            levels = [(r.name, r.message) for r in found if r.message is not None]
         else:
             levels = [("FeatureLevelRecord", new_record("FeatureLevelRecord", name=n, feature_level=v))
                       for n, v in default_feature_levels().items()]
@@ -205,7 +212,14 @@ class MetadataStore:
             return r[0] == "FeatureLevelRecord" and r[1].name == "metadata.version"
 
         levels.sort(key=lambda r: 0 if is_mv(r) else 1)
-        mv = next((m.feature_level for n, m in levels if is_mv((n, m))), METADATA_VERSION_4_1)
+        mv = next((m.feature_level for n, m in levels if is_mv((n, m))), LATEST_PRODUCTION)
+        elr = next((m.feature_level for n, m in levels
+                    if n == "FeatureLevelRecord" and m.name == "eligible.leader.replicas.version"), 0)
+        if elr >= 1 and not any(n == "ConfigRecord" and m.resource_type == RESOURCE_BROKER and not m.resource_name
+                                and m.name == "min.insync.replicas" for n, m in levels):
+            levels.append(("ConfigRecord", new_record(
+                "ConfigRecord", resource_type=RESOURCE_BROKER, resource_name="", name="min.insync.replicas",
+                value=str(self.min_insync_replicas))))
         if not supports_metadata_transactions(mv):
             return levels
         return [("BeginTransactionRecord", new_record("BeginTransactionRecord", name="Bootstrap records")),
@@ -279,8 +293,9 @@ class MetadataStore:
 
     @property
     def metadata_version(self) -> int:
-        """The finalized metadata.version (4.1's before the bootstrap records are in)."""
-        return self.image.features.get("metadata.version", METADATA_VERSION_4_1)
+        """The finalized metadata.version (Kafka 4.4's latest production level before the bootstrap
+        records are in, as its MetadataVersion fallback)."""
+        return self.image.features.get("metadata.version", LATEST_PRODUCTION)
 
     def _append(self, records: Sequence[tuple[str, Any]], patch_epoch: bool = False) -> int:
         """Append records (one batch), then apply them to the image; returns the batch's base offset."""

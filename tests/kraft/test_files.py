@@ -71,9 +71,11 @@ def test_formatted_bootstrap_has_kafkas_layout(tmp_path: Path) -> None:
     config = BrokerConfig({"log.dirs": str(tmp_path / "d")})
     cluster = format_storage(config, "q1w2e3r4t5y6u7i8o9p0AA")
     assert cluster == "q1w2e3r4t5y6u7i8o9p0AA"
-    # bootstrap.checkpoint (kraft/bootstrap.py says why) with what Kafka 4.4 writes into its snapshot
-    ours = (tmp_path / "d" / "bootstrap.checkpoint").read_bytes()
+    # Kafka 4.4's bootstrap snapshot, read-only, with what Kafka 4.4 writes into it
+    snap = tmp_path / "d" / "__cluster_metadata-0" / "00000000000000000000-0000000000.checkpoint"
+    ours = snap.read_bytes()
     assert len(ours) == 411 and _shape(ours) == _shape(FORMAT_44.read_bytes())
+    assert snap.stat().st_mode & 0o777 == 0o400 and not (tmp_path / "d" / "bootstrap.checkpoint").exists()
     assert read_bootstrap(tmp_path / "d") == default_feature_levels()
     meta = (tmp_path / "d" / "meta.properties").read_text().splitlines()
     assert meta[0] == "#" and [line.split("=")[0] for line in meta[2:]] == [

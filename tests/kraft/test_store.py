@@ -76,7 +76,12 @@ def test_records_are_kafkas(tmp_path: Path) -> None:
     assert names[:2] == ["BeginTransactionRecord", "FeatureLevelRecord"]
     assert recs[1].message.name == "metadata.version" and recs[1].message.feature_level == 33  # 4.4-IV2
     assert "EndTransactionRecord" in names and "RegisterBrokerRecord" in names
-    topic_recs = [r for r in recs if r.name in ("TopicRecord", "ConfigRecord", "PartitionRecord")]
+    # with ELR, Kafka 4.4's first start also writes the cluster's min.insync.replicas in the bootstrap
+    end = names.index("EndTransactionRecord")
+    cluster_config = recs[end - 1].message
+    assert (recs[end - 1].name, cluster_config.resource_type, cluster_config.resource_name, cluster_config.name,
+            cluster_config.value) == ("ConfigRecord", 4, "", "min.insync.replicas", "1")
+    topic_recs = [r for r in recs[end:] if r.name in ("TopicRecord", "ConfigRecord", "PartitionRecord")]
     assert [r.name for r in topic_recs] == ["TopicRecord", "ConfigRecord", "PartitionRecord", "PartitionRecord",
                                            "ConfigRecord"]
     part = topic_recs[2].message

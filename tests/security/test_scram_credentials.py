@@ -17,7 +17,7 @@ from odradek.handlers.scram_credentials import (
     describe,
     handle_alter_user_scram_credentials,
 )
-from odradek.kraft.bootstrap import read_bootstrap, read_bootstrap_records, write_bootstrap_snapshot
+from odradek.kraft.bootstrap import read_bootstrap, read_bootstrap_records
 from odradek.kraft.store import MetadataStore
 from odradek.security import Session
 from odradek.security.acl import Denied, enforce
@@ -105,7 +105,9 @@ def test_storage_format_add_scram(tmp_path: Path, capsys: pytest.CaptureFixture[
     store = _store(d)
     assert set(store.scram_credentials()) == {(1, "alice"), (2, "alice")}
     store.close()
-    (d / "bootstrap.checkpoint").unlink()  # read only for an empty log
+    snap = d / "__cluster_metadata-0" / "00000000000000000000-0000000000.checkpoint"
+    snap.chmod(0o600)
+    snap.unlink()  # read only for an empty log
     store = _store(d)
     assert set(store.scram_credentials()) == {(1, "alice"), (2, "alice")}
     broker = _broker(store)
@@ -114,19 +116,17 @@ def test_storage_format_add_scram(tmp_path: Path, capsys: pytest.CaptureFixture[
     store.close()
 
 
-@pytest.mark.xfail(strict=True, reason="start-up does not yet copy Kafka 4.4's bootstrap snapshot into the "
-                                       "empty metadata log (MetadataStore.start, issue #21)")
 def test_first_start_copies_the_bootstrap_snapshot_into_the_log(tmp_path: Path) -> None:
     d = tmp_path / "d"
     assert main(["storage", "format", "-t", "q1w2e3r4t5y6u7i8o9p0AA", "--override", f"log.dirs={d}",
                  "--add-scram", "SCRAM-SHA-256=[name=alice,password=alice-secret]"]) == 0
-    # the same records as Kafka 4.4's format leaves them: the bootstrap snapshot instead of bootstrap.checkpoint
-    records = [(r.name, r.message) for r in read_bootstrap_records(d)]
-    (d / "bootstrap.checkpoint").unlink()
-    write_bootstrap_snapshot(d, {}, extra_records=records)
+    # format leaves the records as Kafka 4.4's does: the read-only bootstrap snapshot
+    snapshot = d / "__cluster_metadata-0" / "00000000000000000000-0000000000.checkpoint"
+    assert snapshot.exists() and not (d / "bootstrap.checkpoint").exists()
+    assert [r.name for r in read_bootstrap_records(d)][-1] == "UserScramCredentialRecord"
     _store(d).close()
     # as Kafka 4.4 does: the log holds the bootstrap records, so they outlive the bootstrap snapshot
-    snapshot = d / "__cluster_metadata-0" / "00000000000000000000-0000000000.checkpoint"
+    snapshot.chmod(0o600)
     snapshot.unlink()
     store = _store(d)
     assert set(store.scram_credentials()) == {(1, "alice")}
