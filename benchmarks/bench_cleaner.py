@@ -1,6 +1,9 @@
 """Log cleaner benchmark: disk use before/after compaction and cleaner throughput.
 
-Run: `python benchmarks/bench_cleaner.py [--dir DIR] [--records 200000]`. Prints a Markdown report.
+Run: `python benchmarks/bench_cleaner.py [--dir DIR] [--records 200000] [--cases 0,6]`. Prints a
+Markdown report. Case 6 is issue #28's: 1,000,000 records of 100 B over 100,000 keys, 8 MiB
+segments (not scaled by --records). To measure another version of the code, put its tree first on
+PYTHONPATH (a directory holding it as `odradek/`).
 
 Each case writes a compacted partition (1 MiB segments, producer-style batches) through
 `PartitionLog.append_as_leader`, rolls the active segment so the whole log is dirty, then runs one
@@ -40,6 +43,7 @@ class Case:
     compression: CompressionType = CompressionType.NONE
     tombstone_share: float = 0.0
     rate: float = float("inf")
+    segment_bytes: int = 1 << 20
 
 
 def disk_use(path: Path) -> int:
@@ -55,7 +59,7 @@ def log_bytes(path: Path) -> int:
 def run(case: Case, base: Path) -> dict[str, object]:
     work = base / case.name.replace(" ", "_")
     work.mkdir(parents=True)
-    cfg = LogConfig.from_props({"cleanup.policy": "compact", "segment.bytes": str(1 << 20),
+    cfg = LogConfig.from_props({"cleanup.policy": "compact", "segment.bytes": str(case.segment_bytes),
                                 "min.cleanable.dirty.ratio": "0.01", "file.delete.delay.ms": "0"})
     mgr = LogManager([work], LogConfig(), topic_config=lambda _t: cfg, validate_records=False)
     mgr.startup()
@@ -78,8 +82,11 @@ def run(case: Case, base: Path) -> dict[str, object]:
     before_log = log_bytes(lg.dir)
     dirty = lg.size_in_bytes()
     cleaner = LogCleaner(mgr, CleanerConfig(max_io_bytes_per_second=case.rate))
+    load = os.getloadavg()[0]
     t0 = time.perf_counter()
+    c0 = time.thread_time()
     assert cleaner.clean_filthiest(T0 + 10**6)
+    cpu = time.thread_time() - c0
     elapsed = time.perf_counter() - t0
     stats = cleaner.last_stats
     assert stats is not None
@@ -92,7 +99,7 @@ def run(case: Case, base: Path) -> dict[str, object]:
         "case": case.name, "records": case.records, "keys": case.keys, "before": before, "after": after,
         "before_log": before_log, "after_log": after_log,
         "mb_s": dirty / 1e6 / elapsed, "elapsed": elapsed, "map_s": map_s, "copy_s": elapsed - map_s,
-        "kept": stats.messages_written, "slept": cleaner.cleaner.throttler.slept_s,
+        "kept": stats.messages_written, "slept": cleaner.cleaner.throttler.slept_s, "cpu": cpu, "load": load,
         "io_mb_s": (stats.bytes_read + stats.map_bytes_read + stats.bytes_written) / 1e6 / elapsed,
     }
 
@@ -101,6 +108,7 @@ def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__)
     ap.add_argument("--dir", type=Path, default=None)
     ap.add_argument("--records", type=int, default=200_000)
+    ap.add_argument("--cases", default=None, help="comma-separated case numbers (default: 0-5)")
     args = ap.parse_args()
     n = args.records
     cases = [
@@ -111,7 +119,11 @@ def main() -> None:
         Case("100 B values, 10 updates/key, lz4 batches of 50", n, n // 10, 100, per_batch=50,
              compression=CompressionType.LZ4),
         Case("100 B values, 10 updates/key, throttled to 2 MB/s", n // 2, n // 20, 100, rate=2e6),
+        Case("issue #28: 100 B values, 10 updates/key, 8 MiB segments", 1_000_000, 100_000, 100,
+             segment_bytes=8 << 20),
     ]
+    chosen = [int(i) for i in args.cases.split(",")] if args.cases else list(range(6))
+    cases = [cases[i] for i in chosen]
     base = Path(tempfile.mkdtemp(prefix="bench-cleaner-", dir=args.dir))
     try:
         rows = [run(c, base) for c in cases]
@@ -122,13 +134,13 @@ def main() -> None:
           f"({platform.processor() or 'unknown CPU'})\n")
     print(f"Directory: `{base}` (page cache, the cleaner's fsyncs included)\n")
     print("| case | records | keys | .log before | .log after | du before | du after | records kept | round s "
-          "| map s | rewrite s | dirty MB/s | I/O MB/s (read+map+write) | throttle sleep s |")
-    print("|---|---|---|---|---|---|---|---|---|---|---|---|---|---|")
+          "| map s | rewrite s | round CPU s | dirty MB/s | I/O MB/s (read+map+write) | throttle sleep s | load |")
+    print("|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|")
     for r in rows:
         print(f"| {r['case']} | {r['records']} | {r['keys']} | {r['before_log'] / 1e6:.1f} MB "
               f"| {r['after_log'] / 1e6:.1f} MB | {r['before'] / 1e6:.1f} MB | {r['after'] / 1e6:.1f} MB "
-              f"| {r['kept']} | {r['elapsed']:.2f} | {r['map_s']:.2f} | {r['copy_s']:.2f} | {r['mb_s']:.1f} "
-              f"| {r['io_mb_s']:.1f} | {r['slept']:.1f} |")
+              f"| {r['kept']} | {r['elapsed']:.2f} | {r['map_s']:.2f} | {r['copy_s']:.2f} | {r['cpu']:.2f} "
+              f"| {r['mb_s']:.1f} | {r['io_mb_s']:.1f} | {r['slept']:.1f} | {r['load']:.1f} |")
 
 
 if __name__ == "__main__":

@@ -43,7 +43,7 @@ from enum import Enum
 from typing import TYPE_CHECKING, NamedTuple
 
 from odradek.wire.compression import compress
-from odradek.wire.primitives import write_varint, write_varlong
+from odradek.wire.primitives import write_uvarint, write_varint, write_varlong
 from odradek.wire.records import (
     BATCH_OVERHEAD,
     ControlRecordType,
@@ -473,17 +473,42 @@ def rebuild_batch(h, block: bytes, retained: list[RawRecord], delete_horizon_ms:
     (LogAppendTime: the original); the last offset delta stays the original one (overrideLastOffset)
     so the producer's last sequence survives. A retained record keeps its bytes except the
     timestamp delta, which is relative to the new baseTimestamp (what re-encoding it gives)."""
+    return rebuild_located(h, block, [(r.offset, r.timestamp, r.tail_start, r.end) for r in retained],
+                           delete_horizon_ms)
+
+
+def rebuild_located(h, block: bytes, retained: list[tuple[int, int, int, int]], delete_horizon_ms: int | None) -> bytes:
+    """`rebuild_batch` of records given as (offset, timestamp, tail_start, end)."""
     lat = bool(h.attributes & _LOG_APPEND_TIME_BIT)
-    base_ts = retained[0].timestamp if delete_horizon_ms is None else delete_horizon_ms
-    max_ts = h.max_timestamp if lat else max(r.timestamp for r in retained)
+    base_ts = retained[0][1] if delete_horizon_ms is None else delete_horizon_ms
+    max_ts = h.max_timestamp if lat else max(r[1] for r in retained)
+    base_offset = h.base_offset
     records = bytearray()
+    append = records.append
     body = bytearray()
-    for r in retained:
+    for offset, timestamp, tail_start, end in retained:
+        d = timestamp - base_ts
+        o = offset - base_offset
+        if -64 <= d < 64 and 0 <= o < 64:
+            # the usual record: both deltas fit one byte, the length one or two
+            n = (end - tail_start + 3) << 1
+            if n < 0x80:
+                append(n)
+            elif n < 0x4000:
+                append((n & 0x7F) | 0x80)
+                append(n >> 7)
+            else:
+                write_uvarint(records, n)
+            append(0)  # record attributes: always 0
+            append((d << 1) ^ (d >> 63))
+            append(o << 1)
+            records += block[tail_start:end]
+            continue
         body.clear()
-        body.append(0)  # record attributes: always 0
-        write_varlong(body, r.timestamp - base_ts)
-        write_varint(body, r.offset - h.base_offset)
-        body += block[r.tail_start:r.end]
+        body.append(0)
+        write_varlong(body, d)
+        write_varint(body, o)
+        body += block[tail_start:end]
         write_varint(records, len(body))
         records += body
     codec = h.attributes & 0x07
@@ -491,7 +516,7 @@ def rebuild_batch(h, block: bytes, retained: list[RawRecord], delete_horizon_ms:
     attrs = codec | (h.attributes & (_LOG_APPEND_TIME_BIT | _TRANSACTIONAL_BIT | _CONTROL_BIT))
     if delete_horizon_ms is not None:
         attrs |= _DELETE_HORIZON_BIT
-    out = bytearray(_EMPTY_HEADER.pack(h.base_offset, BATCH_OVERHEAD - 12 + len(payload), h.partition_leader_epoch, 2,
+    out = bytearray(_EMPTY_HEADER.pack(base_offset, BATCH_OVERHEAD - 12 + len(payload), h.partition_leader_epoch, 2,
                                        0, attrs, h.last_offset_delta, base_ts, max_ts, h.producer_id,
                                        h.producer_epoch, h.base_sequence, len(retained)))
     out += payload
@@ -665,14 +690,13 @@ class CleanerFilter:
             block = (RecordBatch(view, pos).inflated_block() if h.attributes & 0x07
                      else view[pos + BATCH_OVERHEAD:pos + size].tobytes())
             lat_ts = h.max_timestamp if h.attributes & _LOG_APPEND_TIME_BIT else None
-            kept = [RawRecord(off, ts, None, False, tail, end)
-                    for off, ts, tail, end in kept_records(block, n, h.base_offset, h.base_timestamp, lat_ts, keep)]
+            kept = kept_records(block, n, h.base_offset, h.base_timestamp, lat_ts, keep)
             if len(kept) != n_kept:
                 raise CorruptRecordError(f"batch at offset {h.base_offset} holds {len(kept)} of the {n_kept} "
                                          "offsets the offset map has in its range")
-            rebuilt = rebuild_batch(h, block, kept, (self.now + self.delete_retention_ms) if n_tombs else None)
+            rebuilt = rebuild_located(h, block, kept, (self.now + self.delete_retention_ms) if n_tombs else None)
             res.output += rebuilt
-            res.retained(struct.unpack_from(">q", rebuilt, 35)[0], last, max(r.offset for r in kept), n_kept)
+            res.retained(struct.unpack_from(">q", rebuilt, 35)[0], last, max(r[0] for r in kept), n_kept)
         elif retention is BatchRetention.RETAIN_EMPTY:
             res.output += empty_batch_header(h)
             res.retained(h.max_timestamp, last, last, 0)

@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 
 from odradek.logstore import LogConfig, LogManager, PartitionLog
-from odradek.logstore.cleaner import CleanerConfig, LogCleaner
+from odradek.logstore.cleaner import CleanerConfig, LogCleaner, rebuild_located
 from odradek.logstore.cleaner_scan import kept_records, map_records
 from odradek.logstore.offset_map import OffsetMap
 from odradek.wire.records import (
@@ -21,9 +21,11 @@ from odradek.wire.records import (
     CompressionType,
     ControlRecordType,
     CorruptRecordError,
+    RecordBatch,
     SimpleRecord,
     build_batch,
     build_end_txn_marker_batch,
+    parse_batch_header,
 )
 
 TOPIC_ID = bytes(range(1, 17))
@@ -184,3 +186,20 @@ def test_walkers_refuse_truncated_and_overlong_blocks() -> None:
             map_records(bad, 0, len(bad), count, 0, {}, [])
         with pytest.raises(CorruptRecordError):
             kept_records(bad, count, 0, T0, None, set())
+
+
+@pytest.mark.parametrize("codec", [CompressionType.NONE, CompressionType.LZ4])
+def test_rebuilt_batch_is_what_a_fresh_build_of_the_kept_records_gives(codec: CompressionType) -> None:
+    """One-byte deltas (negative ones too), multi-byte ones and long records: the rebuilt batch
+    is the batch MemoryRecordsBuilder would write for the kept records at their offsets."""
+    recs = [SimpleRecord(b"a", b"k0", (), T0 + 10), SimpleRecord(b"b" * 200, b"k1", (("h", b"v"),), T0 + 3),
+            SimpleRecord(b"c", b"k2", (), T0 + 70_000), SimpleRecord(b"d" * 9000, b"k3", (), T0 - 5),
+            SimpleRecord(None, b"k4", (), T0 + 11)]
+    raw = build_batch(recs, base_offset=500, compression=codec)
+    h = parse_batch_header(raw)
+    block = RecordBatch(raw).inflated_block()
+    for keep in ({0, 1, 3, 4}, {1, 4}, {0, 2, 4}):
+        located = kept_records(block, len(recs), 500, h.base_timestamp, None, {500 + i for i in keep})
+        expected = build_batch([recs[i] for i in sorted(keep)], base_offset=500, compression=codec,
+                               offset_deltas=sorted(keep))
+        assert rebuild_located(h, block, located, None) == expected

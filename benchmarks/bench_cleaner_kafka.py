@@ -1,0 +1,162 @@
+"""Issue #28's compaction case on Apache Kafka and on Odradek's cleaner, in the same run.
+
+Run: `python benchmarks/bench_cleaner_kafka.py [--version 3.9.1] [--records 1000000] [--keys 100000]`
+(needs the Kafka jars of `compat-tests/kafka_oracle.py`, i.e. `.ci/fetch-tools.sh`).
+
+Kafka: a single-node broker gets a compacted topic (8 MiB segments, `min.compaction.lag.ms` high so
+nothing is cleaned while it fills) and the same layout of batches as `bench_cleaner.py` writes
+(10 records of 100 B per batch, keys `key-NNNNNNNN`, no compression), one Produce request per
+batch; then the lag is lifted and the cleaner's own statistics are read from its log ("X MB of
+log processed in Y seconds (Z MB/sec)", with the map and copy phases). Kafka's dirty section stops
+before its active segment; Odradek's case rolls it, so compare MB/s, not seconds.
+Odradek: `bench_cleaner.run` on the same case, in this process, right after.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import random
+import re
+import shutil
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+HERE = Path(__file__).resolve().parent
+sys.path.insert(0, str(HERE))
+sys.path.insert(0, str(HERE.parent / "compat-tests"))
+
+import bench_cleaner  # noqa: E402
+from kafka_oracle import KafkaBroker  # noqa: E402
+
+from odradek.tools.client import BrokerConnection  # noqa: E402
+from odradek.wire.protocol import request_class  # noqa: E402
+from odradek.wire.records import SimpleRecord, build_batch  # noqa: E402
+
+Produce = request_class(0)
+TOPIC = "bench-compact"
+_STATS = re.compile(
+    r"cleaned log (?P<log>\S+) \(dirty section = \[(?P<start>\d+), (?P<end>\d+)\]\)\s+"
+    r"(?P<mb>[\d,.]+) MB of log processed in (?P<s>[\d,.]+) seconds \((?P<mbs>[\d,.]+) MB/sec\)\.\s+"
+    r"Indexed (?P<imb>[\d,.]+) MB in (?P<is>[\d,.]+) seconds.*?"
+    r"Cleaned (?P<cmb>[\d,.]+) MB in (?P<cs>[\d,.]+) seconds", re.S)
+
+
+def _num(text: str) -> float:
+    return float(text.replace(",", ""))
+
+
+def batches(records: int, keys: int, value_bytes: int, per_batch: int = 10) -> list[bytes]:
+    # the layout bench_cleaner.run appends (same seed, same keys)
+    rng = random.Random(1)
+    value = os.urandom(value_bytes)
+    out = []
+    for start in range(0, records, per_batch):
+        recs = [SimpleRecord(value, b"key-%08d" % rng.randrange(keys), (), bench_cleaner.T0 + i)
+                for i in range(start, min(start + per_batch, records))]
+        out.append(build_batch(recs))
+    return out
+
+
+def _produce_all(bootstrap: str, data: list[bytes]) -> None:
+    host, port = bootstrap.rsplit(":", 1)
+    conn = BrokerConnection(host, int(port), client_id="bench-cleaner")
+    try:
+        for batch in data:
+            for _ in range(100):  # a new topic's leader may take a moment
+                req = Produce(acks=1, timeout_ms=30000, topic_data=[Produce.TopicProduceData(
+                    name=TOPIC, partition_data=[Produce.PartitionProduceData(index=0, records=batch)])])
+                err = conn.send(0, req, 9).responses[0].partition_responses[0].error_code
+                if err not in (3, 5, 6):
+                    break
+                time.sleep(0.1)
+            if err:
+                raise RuntimeError(f"produce failed: error {err}")
+    finally:
+        conn.close()
+
+
+def _alter(bootstrap: str, configs: dict[str, str]) -> None:
+    from confluent_kafka.admin import AdminClient, AlterConfigOpType, ConfigEntry, ConfigResource
+
+    res = ConfigResource(ConfigResource.Type.TOPIC, TOPIC, incremental_configs=[
+        ConfigEntry(k, v, incremental_operation=AlterConfigOpType.SET) for k, v in configs.items()])
+    admin = AdminClient({"bootstrap.servers": bootstrap})
+    admin.incremental_alter_configs([res])[res].result(30)
+
+
+def run_kafka(version: str, workdir: Path, data: list[bytes], segment_bytes: int) -> dict[str, float]:
+    from confluent_kafka.admin import AdminClient, NewTopic
+
+    broker = KafkaBroker(workdir, version=version, overrides={
+        "log.cleaner.backoff.ms": "200", "auto.create.topics.enable": "false",
+        "log.segment.delete.delay.ms": "1000"})
+    broker.start()
+    try:
+        admin = AdminClient({"bootstrap.servers": broker.bootstrap})
+        configs = {"cleanup.policy": "compact", "segment.bytes": str(segment_bytes), "segment.ms": "86400000",
+                   "min.cleanable.dirty.ratio": "0.01", "min.compaction.lag.ms": "3600000"}
+        for fut in admin.create_topics([NewTopic(TOPIC, 1, 1, config=configs)]).values():
+            fut.result(30)
+        t0 = time.monotonic()
+        _produce_all(broker.bootstrap, data)
+        produce_s = time.monotonic() - t0
+        load = os.getloadavg()[0]
+        _alter(broker.bootstrap, {"min.compaction.lag.ms": "0"})
+        deadline = time.monotonic() + 300
+        while time.monotonic() < deadline:
+            m = _STATS.search(broker.server_log.read_text(errors="replace"))
+            if m and m.group("log").startswith(TOPIC):
+                break
+            time.sleep(0.5)
+        else:
+            raise RuntimeError("Kafka did not clean the topic in 300 s")
+    finally:
+        broker.stop()
+    mb, mbs = _num(m.group("mb")), _num(m.group("mbs"))
+    return {"dirty_mib": mb, "mib_s": mbs, "round_s": mb / mbs if mbs else _num(m.group("s")),
+            "map_s": _num(m.group("is")), "copy_s": _num(m.group("cs")), "load": load, "produce_s": produce_s,
+            "records": int(m.group("end")) - int(m.group("start"))}
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--version", default="3.9.1")
+    ap.add_argument("--records", type=int, default=1_000_000)
+    ap.add_argument("--keys", type=int, default=100_000)
+    ap.add_argument("--value-bytes", type=int, default=100)
+    ap.add_argument("--segment-bytes", type=int, default=8 << 20)
+    ap.add_argument("--dir", type=Path, default=None)
+    ap.add_argument("--skip-odradek", action="store_true")
+    args = ap.parse_args()
+    base = Path(tempfile.mkdtemp(prefix="bench-cleaner-kafka-", dir=args.dir))
+    try:
+        data = batches(args.records, args.keys, args.value_bytes)
+        kafka = run_kafka(args.version, base / "kafka", data, args.segment_bytes)
+        del data
+        ours = None
+        if not args.skip_odradek:
+            case = bench_cleaner.Case("same case", args.records, args.keys, args.value_bytes,
+                                      segment_bytes=args.segment_bytes)
+            ours = bench_cleaner.run(case, base / "odradek")
+    finally:
+        shutil.rmtree(base, ignore_errors=True)
+    mib = 1024 * 1024
+    print(f"# Log cleaner, Kafka {args.version} and Odradek: {args.records:,} records of {args.value_bytes} B "
+          f"over {args.keys:,} keys, {args.segment_bytes // mib} MiB segments\n")
+    print("| broker | dirty MiB | round s | map s | rewrite s | dirty MiB/s | load at start |")
+    print("|---|---|---|---|---|---|---|")
+    print(f"| Kafka {args.version} | {kafka['dirty_mib']:.1f} | {kafka['round_s']:.2f} | {kafka['map_s']:.1f} "
+          f"| {kafka['copy_s']:.1f} | {kafka['mib_s']:.1f} | {kafka['load']:.1f} |")
+    if ours is not None:
+        dirty = float(ours["before_log"]) / mib  # type: ignore[arg-type]
+        print(f"| Odradek | {dirty:.1f} | {ours['elapsed']:.2f} | {ours['map_s']:.2f} | {ours['copy_s']:.2f} "
+              f"| {dirty / float(ours['elapsed']):.1f} | {ours['load']:.1f} |")  # type: ignore[arg-type]
+        print(f"\nOdradek/Kafka (dirty MiB/s): {dirty / float(ours['elapsed']) / kafka['mib_s']:.2f}x; "  # type: ignore[arg-type]
+              f"Odradek's round used {ours['cpu']:.2f} s of CPU.")
+
+
+if __name__ == "__main__":
+    main()
