@@ -4,7 +4,8 @@ partitions this broker leads (Kafka's KafkaApis.handleWriteTxnMarkersRequest).
 Each marker is a COMMIT or ABORT control batch appended as the leader appends coordinator
 batches (the log store checks the producer's epoch and the coordinator epoch, updates producer
 state, the `.txnindex` and the last stable offset); in `__consumer_offsets` it also settles the
-transaction's pending offset commits.
+transaction's pending offset commits. A v2 request's TransactionVersion 2 (a TV2 coordinator) asks
+for a marker epoch above the producer's, as Kafka 4.4's log does.
 """
 
 from __future__ import annotations
@@ -12,6 +13,7 @@ from __future__ import annotations
 import logging
 import time
 
+from ..txn_coordinator.coordinator import tv2_marker_fenced
 from ..wire.errors import ErrorCode
 from ..wire.protocol import response_class, supported_versions
 from ..wire.records import ControlRecordType, build_end_txn_marker_batch
@@ -54,6 +56,9 @@ def _write(ctx: RequestContext, topic: str, index: int, kind: ControlRecordType,
     plog = broker.partition_log(topic, index)
     if plog is None:
         return broker.partition_error(topic, index)
+    if marker.transaction_version >= 2 and tv2_marker_fenced(plog, marker.producer_id, marker.producer_epoch):
+        # WriteTxnMarkers v2: a TV2 marker's epoch must be above the producer's (Kafka 4.4's log check)
+        return ErrorCode.INVALID_PRODUCER_EPOCH
     batch = bytearray(build_end_txn_marker_batch(
         kind, producer_id=marker.producer_id, producer_epoch=marker.producer_epoch,
         coordinator_epoch=marker.coordinator_epoch, timestamp=now))

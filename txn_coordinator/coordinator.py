@@ -294,6 +294,10 @@ class TransactionCoordinator:
                 log.info("Skipping %s marker for %s-%s of %s: no such partition", kind.name, topic, partition,
                          meta.transactional_id)
                 continue
+            if meta.client_txn_version >= 2 and tv2_marker_fenced(plog, meta.producer_id, meta.producer_epoch):
+                log.warning("Not writing the %s marker of %s to %s-%s: producer %d already has epoch %d open",
+                            kind.name, meta.transactional_id, topic, partition, meta.producer_id, meta.producer_epoch)
+                continue
             batch = bytearray(build_end_txn_marker_batch(
                 kind, producer_id=meta.producer_id, producer_epoch=meta.producer_epoch,
                 coordinator_epoch=self.coordinator_epoch(meta.transactional_id), timestamp=now))
@@ -729,6 +733,17 @@ _PRODUCE_ERRORS = {
     ErrorCode.NOT_COORDINATOR: (ErrorCode.NOT_ENOUGH_REPLICAS, True),
     ErrorCode.INVALID_TXN_STATE: (ErrorCode.INVALID_TXN_STATE, False),
 }
+
+
+def tv2_marker_fenced(partition_log: Any, producer_id: int, producer_epoch: int) -> bool:
+    """Kafka 4.4's log check of a TV2 marker (ProducerAppendInfo.checkProducerEpoch with transaction
+    version 2): it must carry an epoch above the producer's, since the end bumped it; the same epoch
+    is only a retried marker when no transaction is open (or the epoch is the last one). Without
+    it a late marker of the last transaction would end the next one, already under that epoch.
+    (An older epoch is refused by the log store for every version.)"""
+    entry = partition_log.producer_state.producers.get(producer_id)
+    return (entry is not None and producer_epoch == entry.producer_epoch
+            and entry.current_txn_first_offset is not None and producer_epoch != 2**15 - 1)
 
 
 #: Produce v12+ is a TV2 producer's: the leader adds the partition to the transaction itself

@@ -204,3 +204,25 @@ def test_add_partitions_v5_from_a_broker_adds_for_tv2(tv2: TransactionCoordinato
     assert [r.partition_error_code for r in resp.results_by_transaction[0].topic_results[0].results_by_partition] == [0]
     meta = tv2.txns["t1"]
     assert meta.partitions == {(TOPIC, 1)} and meta.client_txn_version == 2
+
+
+def _write_marker(broker, pid: int, epoch: int, transaction_version: int) -> int:
+    R = request_class(27)
+    req = R(markers=[R.WritableTxnMarker(producer_id=pid, producer_epoch=epoch, transaction_result=True,
+                                         coordinator_epoch=0, transaction_version=transaction_version,
+                                         topics=[R.WritableTxnMarkerTopic(name=TOPIC, partition_indexes=[0])])])
+    return call(broker, 27, 2, req).markers[0].topics[0].partitions[0].error_code
+
+
+def test_a_tv2_marker_needs_an_epoch_above_the_open_transaction(tv2: TransactionCoordinator, broker) -> None:
+    # a late marker of the last transaction (epoch e+1 after its bump) meets the next transaction,
+    # already open under e+1: with TransactionVersion 2 it is refused, as Kafka 4.4's log does
+    plog = broker.partition_log(TOPIC, 0)
+    plog.append_as_leader(txn_batch(7, 1, 0), 0)
+    assert _write_marker(broker, 7, 1, 2) == E.INVALID_PRODUCER_EPOCH
+    assert plog.last_stable_offset == 0
+    assert _write_marker(broker, 7, 2, 2) == E.NONE  # the bumped epoch ends it
+    assert plog.last_stable_offset == plog.log_end_offset
+    assert _write_marker(broker, 7, 2, 2) == E.NONE  # a retry with nothing open is written again
+    plog.append_as_leader(txn_batch(8, 1, 0), 0)
+    assert _write_marker(broker, 8, 1, 0) == E.NONE  # TV1 markers keep the same epoch
