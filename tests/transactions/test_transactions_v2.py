@@ -226,3 +226,21 @@ def test_a_tv2_marker_needs_an_epoch_above_the_open_transaction(tv2: Transaction
     assert _write_marker(broker, 7, 2, 2) == E.NONE  # a retry with nothing open is written again
     plog.append_as_leader(txn_batch(8, 1, 0), 0)
     assert _write_marker(broker, 8, 1, 0) == E.NONE  # TV1 markers keep the same epoch
+
+
+def test_txn_offset_commit_v5_adds_the_offsets_partition(tv2: TransactionCoordinator, broker, monkeypatch) -> None:
+    # a TV2 producer sends no AddOffsetsToTxn: TxnOffsetCommit v5+ adds the group's partition
+    groups = tv2.groups
+    monkeypatch.setattr(groups, "partition_for", lambda group: 7)
+    monkeypatch.setattr(groups, "validate", lambda *args: E.NONE)
+    written = []
+    monkeypatch.setattr(groups, "append_pending", lambda *args: written.append(args) or E.NONE)
+    pid, e = tv2.handle_init_producer_id("t1", 10_000, -1, -1, T0)
+    commit = [(TOPIC, 0, 5, -1, None)]
+    assert tv2.txn_offset_commit("t1", "g", pid, e, -1, "", None, 4, commit, T0 + 1) == E.NONE
+    assert tv2.txns["t1"].state == TxnState.EMPTY  # v4: the client added it (AddOffsetsToTxn)
+    assert tv2.txn_offset_commit("t1", "g", pid, e, -1, "", None, 5, commit, T0 + 2) == E.NONE
+    meta = tv2.txns["t1"]
+    assert meta.state == TxnState.ONGOING and meta.partitions == {("__consumer_offsets", 7)}
+    assert meta.client_txn_version == 2 and len(written) == 2
+    assert tv2.txn_offset_commit("t1", "g", pid, e + 1, -1, "", None, 5, commit) == E.INVALID_PRODUCER_EPOCH

@@ -1,0 +1,118 @@
+"""Transactions V2 (KIP-890 part 2, issue #23 must-show 6): the stock Java 4.4 producer, with
+transaction.version 2 finalized, runs several transactions in a row on one producer (every
+commit/abort bumps its epoch; partitions are added by the partition leaders from Produce v12);
+read_committed returns exactly the committed records, and the ``__transaction_state`` records
+Odradek writes equal Kafka 4.4.0's for the same sequence except for their timestamps.
+"""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import tempfile
+from pathlib import Path
+
+import pytest
+from kafka_oracle import KAFKA_4_4, _clients_jar, java_bin, kafka_classpath, require_tool
+
+from odradek.txn_coordinator import records as rec
+from odradek.wire.records import iter_batches
+
+SOURCE = Path(__file__).resolve().parent / "java-tv2" / "TxnSequence.java"
+TOPIC = "tv2"
+TXN_ID = "tv2-producer"
+# commit / abort with records in both partitions, an abort and a commit with nothing sent, a last commit
+PLAN = "commit:4,abort:3,commit:2,abort:0,commit:0,commit:1"
+
+
+@pytest.fixture(scope="module")
+def txn_sequence() -> Path:
+    """TxnSequence compiled against kafka-clients 4.4.0 (a directory for the classpath)."""
+    require_tool(f"kafka-{KAFKA_4_4}")
+    out = Path(tempfile.mkdtemp(prefix="tv2-java-"))
+    proc = subprocess.run([java_bin("javac"), "-nowarn", "--release", "17", "-cp", _clients_jar(KAFKA_4_4),
+                           "-d", str(out), str(SOURCE)], capture_output=True, text=True, timeout=300)
+    assert proc.returncode == 0, proc.stderr
+    return out
+
+
+def _run_plan(classes: Path, bootstrap: str) -> list[dict]:
+    cp = f"{classes}:{kafka_classpath(KAFKA_4_4)}"
+    proc = subprocess.run([java_bin("java"), "-Xmx256m", "-cp", cp, "TxnSequence", bootstrap, TOPIC, TXN_ID, PLAN],
+                          capture_output=True, text=True, timeout=180, stdin=subprocess.DEVNULL)
+    assert proc.returncode == 0, proc.stdout + proc.stderr[-4000:]
+    return [json.loads(line) for line in proc.stdout.splitlines() if line.startswith("{")]
+
+
+def _expected_committed() -> list[str]:
+    out = []
+    for step, item in enumerate(PLAN.split(",")):
+        kind, n = item.split(":")
+        if kind == "commit":
+            out += [f"{step}-{i}" for i in range(int(n))]
+    return out
+
+
+def _state_records(log_dir: Path) -> list[tuple[bytes, bytes | None]]:
+    """(key, value with its timestamps zeroed) of the producer's __transaction_state partition,
+    re-encoded so the comparison is byte for byte for everything else."""
+    part = log_dir / f"{rec.TRANSACTION_STATE_TOPIC}-{rec.partition_for(TXN_ID, 50)}"
+    out = []
+    for batch in iter_batches(b"".join(p.read_bytes() for p in sorted(part.glob("*.log")))):
+        for r in batch.records():
+            value = None if r.value is None else bytes(r.value)
+            if value is not None:
+                version = int.from_bytes(value[:2], "big")
+                decoded = rec.decode_value(value)
+                assert rec.encode_value(decoded, version) == value  # the codec gives the bytes back
+                decoded.transaction_last_update_timestamp_ms = 0
+                if decoded.transaction_start_timestamp_ms != -1:
+                    decoded.transaction_start_timestamp_ms = 0
+                value = rec.encode_value(decoded, version)
+            out.append((bytes(r.key), value))
+    return out
+
+
+def _describe(records: list[tuple[bytes, bytes | None]]) -> list[tuple]:
+    """The records readably, for the assertion message."""
+    out = []
+    for key, value in records:
+        v = rec.decode_value(value)
+        version = int.from_bytes(value[:2], "big")
+        out.append((rec.decode_key(key), version, v.producer_id, v.producer_epoch, v.transaction_status,
+                    v.previous_producer_id if version else None, v.next_producer_id if version else None,
+                    v.client_transaction_version if version else None,
+                    None if v.transaction_partitions is None else
+                    [(p.topic, list(p.partition_ids)) for p in v.transaction_partitions]))
+    return out
+
+
+def _scenario(broker, java_client, classes: Path) -> list[tuple[bytes, bytes | None]]:
+    client = java_client(broker.bootstrap, version=KAFKA_4_4)
+    client.create_topic(TOPIC, partitions=2)
+    steps = _run_plan(classes, broker.bootstrap)
+    assert [s.get("result") for s in steps[:-1]] == [i.split(":")[0] for i in PLAN.split(",")]
+    committed = client.consume(TOPIC, isolation="read_committed", idle_timeout_ms=3000)
+    everything = client.consume(TOPIC, isolation="read_uncommitted", idle_timeout_ms=3000)
+    # partition by partition, in order; the aborted records only for read_uncommitted
+    expected = _expected_committed()
+    for p in (0, 1):
+        got = [r.value.decode() for r in committed if r.partition == p]
+        assert got == [v for v in expected if int(v.split("-")[1]) % 2 == p]
+    assert sorted(r.value.decode() for r in everything) == sorted(expected + [f"1-{i}" for i in range(3)])
+    broker.stop()
+    return _state_records(broker.log_dirs[0])
+
+
+def test_java_44_transactions_v2_match_kafka_44(java_client, kafka_broker_factory, odradek_broker_factory,
+                                                txn_sequence: Path) -> None:
+    kafka = kafka_broker_factory(version=KAFKA_4_4)
+    theirs = _scenario(kafka, java_client, txn_sequence)
+    ours = _scenario(odradek_broker_factory(), java_client, txn_sequence)
+    # TV2 shows in Kafka's records: value version 1, ClientTransactionVersion 2, epochs bumped per end
+    described = _describe(theirs)
+    assert {d[1] for d in described} == {1} and described[-1][7] == 2
+    # the client ends a transaction it sent nothing in without asking the coordinator
+    assert described[-1][3] == sum(1 for item in PLAN.split(",") if not item.endswith(":0"))
+    assert _describe(ours) == described
+    assert ours == theirs
