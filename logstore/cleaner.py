@@ -37,6 +37,8 @@ import math
 import os
 import struct
 import time
+from array import array
+from bisect import bisect_left, bisect_right
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from enum import Enum
@@ -46,6 +48,7 @@ from odradek.wire.compression import compress
 from odradek.wire.primitives import write_uvarint, write_varint, write_varlong
 from odradek.wire.records import (
     BATCH_OVERHEAD,
+    BatchHeader,
     ControlRecordType,
     CorruptRecordError,
     RecordBatch,
@@ -56,7 +59,7 @@ from odradek.wire.records import (
 from ..wire.checksum import crc32c
 from . import files
 from .checkpoints import fsync_dir
-from .cleaner_scan import batch_headers, kept_records, map_records
+from .cleaner_scan import batch_at, kept_records, map_records, plain_batches
 from .offset_map import OffsetMap
 from .segment import LogSegment
 from .txn_index import AbortedTxn, TransactionIndex
@@ -617,89 +620,112 @@ class CleanerFilter:
     def filter_chunk(self, chunk: bytes | memoryview) -> FilterResult:
         """Filter the complete batches at the start of `chunk` into a new buffer."""
         res = FilterResult()
-        dirty_start = self.dirty_start
-        latest_offset = self.map.latest_offset
         view = memoryview(chunk)
-        for pos, size, h in batch_headers(chunk):
+        pos = 0
+        while True:
+            if self.dirty_start is not None:
+                pos = self._filter_mapped(chunk, view, pos, res)
+            found = batch_at(chunk, pos)
+            if found is None:
+                return res
+            size, h = found
             res.bytes_read = pos + size
-            # a RecordBatch only where records or a marker are read one by one
-            batch = RecordBatch(view, pos) if h.attributes & _CONTROL_BIT else None
-            retention, marker_for_empty_txn = self.check_batch_retention(batch, h)
-            if retention is BatchRetention.DELETE:
-                continue
-            last = h.base_offset + h.last_offset_delta
-            if (dirty_start is not None and not h.attributes & _SLOW_PATH_BITS
-                    and dirty_start <= h.base_offset and last <= latest_offset):
-                self._filter_mapped_batch(res, view, pos, size, h, last, retention)
-                continue
-            if batch is None:
-                batch = RecordBatch(view, pos)
-            kept = []
-            write_original = True
-            tombstones = False
-            max_offset = -1
-            block = _records_block(batch, h)
-            records = scan_records(block, h)
-            for record in records:
-                if self.should_retain_record(h, record):
-                    kept.append(record)
-                    max_offset = max(max_offset, record.offset)
-                    if record.null_value:
-                        tombstones = True
-                else:
-                    write_original = False
-            res.messages_read += len(records)
-            if kept:
-                has_horizon = bool(h.attributes & _DELETE_HORIZON_BIT)
-                need_horizon = (tombstones or marker_for_empty_txn) and not has_horizon
-                if write_original and not need_horizon:
-                    res.output += batch.buffer
-                    res.retained(h.max_timestamp, last, last, len(kept))
-                else:
-                    horizon = (self.now + self.delete_retention_ms) if need_horizon else (
-                        h.base_timestamp if has_horizon else None)
-                    rebuilt = rebuild_batch(h, block, kept, horizon)
-                    res.output += rebuilt
-                    max_ts = struct.unpack_from(">q", rebuilt, 35)[0]
-                    res.retained(max_ts, last, max_offset, len(kept))
-            elif retention is BatchRetention.RETAIN_EMPTY:
-                res.output += empty_batch_header(h)
-                res.retained(h.max_timestamp, last, last, 0)
-        return res
+            self._filter_batch(res, view, pos, h)
+            pos += size
 
-    def _filter_mapped_batch(self, res: FilterResult, view: memoryview, pos: int, size: int, h, last: int,
-                             retention: BatchRetention) -> None:
-        """A plain data batch inside the mapped dirty section: a record stays exactly when its
-        offset is one the map holds (the latest of its key; keyless records are not there), so
-        counting those offsets in [base, last] decides the batch without reading a key. Only a
-        partly kept batch is walked, and only for its records' positions and timestamps. Gives
-        what the per-record path gives for such a batch: no delete horizon yet, so a kept
-        tombstone is kept and needs one; not transactional, so no marker is involved."""
-        n = h.record_count
-        res.messages_read += n
-        if self.discard_batch_records:
-            n_kept, n_tombs = 0, 0
-        else:
-            n_kept, n_tombs = self.map.latest_in(h.base_offset, last)
-            # records without a key are dropped as invalid, like the per-record path counts them
-        if n_kept == n and not n_tombs:
-            res.output += view[pos:pos + size]
-            res.retained(h.max_timestamp, last, last, n)
-        elif n_kept:
-            keep = set(self.map.latest_list(h.base_offset, last))
-            block = (RecordBatch(view, pos).inflated_block() if h.attributes & 0x07
-                     else view[pos + BATCH_OVERHEAD:pos + size].tobytes())
-            lat_ts = h.max_timestamp if h.attributes & _LOG_APPEND_TIME_BIT else None
-            kept = kept_records(block, n, h.base_offset, h.base_timestamp, lat_ts, keep)
-            if len(kept) != n_kept:
-                raise CorruptRecordError(f"batch at offset {h.base_offset} holds {len(kept)} of the {n_kept} "
-                                         "offsets the offset map has in its range")
-            rebuilt = rebuild_located(h, block, kept, (self.now + self.delete_retention_ms) if n_tombs else None)
-            res.output += rebuilt
-            res.retained(struct.unpack_from(">q", rebuilt, 35)[0], last, max(r[0] for r in kept), n_kept)
+    def _filter_mapped(self, chunk: bytes | memoryview, view: memoryview, pos: int, res: FilterResult) -> int:
+        """Filter the plain data batches (no transaction, marker or delete horizon) of the mapped
+        dirty section from `pos` on; returns where it stopped. A record there stays exactly when
+        its offset is one the map holds (the latest of its key; keyless records are not there),
+        so counting those offsets in [base, last] decides a batch without reading a key; only a
+        partly kept batch is walked, for its records' positions and timestamps. What the
+        per-record path gives for such a batch: no horizon yet, so a kept tombstone stays and
+        needs one; never discarded (not transactional), so the transaction tracker is not asked
+        (it catches up at the next transactional or control batch)."""
+        dirty_start = self.dirty_start
+        assert dirty_start is not None
+        latest_offset = self.map.latest_offset
+        latest, tombs = self.map.latest_offsets()
+        last_records = self.last_records
+        output = res.output
+        for p, size, t in plain_batches(chunk, pos, _SLOW_PATH_BITS):
+            base = t[0]
+            last = base + t[6]
+            if base < dirty_start or last > latest_offset:
+                break
+            pos = p + size
+            res.bytes_read = pos
+            n = t[12]
+            res.messages_read += n
+            i = bisect_left(latest, base)
+            n_kept = bisect_right(latest, last, i) - i
+            n_tombs = bisect_right(tombs, last) - bisect_left(tombs, base) if tombs else 0
+            if n_kept == n and not n_tombs:
+                output += view[p:pos]
+                res.retained(t[8], last, last, n)
+            elif n_kept:
+                self._rebuild_mapped(res, view, p, size, BatchHeader._make(t), last, latest[i:i + n_kept], n_tombs)
+            elif t[9] >= 0:
+                # the last batch of an active producer stays, as an empty header
+                lr = last_records.get(t[9])
+                if lr is not None and lr.last_data_offset >= 0 and last == lr.last_data_offset:
+                    output += empty_batch_header(BatchHeader._make(t))
+                    res.retained(t[8], last, last, 0)
+        return pos
+
+    def _rebuild_mapped(self, res: FilterResult, view: memoryview, pos: int, size: int, h, last: int,
+                        kept_offsets: array, n_tombs: int) -> None:
+        block = (RecordBatch(view, pos).inflated_block() if h.attributes & 0x07
+                 else view[pos + BATCH_OVERHEAD:pos + size].tobytes())
+        lat_ts = h.max_timestamp if h.attributes & _LOG_APPEND_TIME_BIT else None
+        kept = kept_records(block, h.record_count, h.base_offset, h.base_timestamp, lat_ts, set(kept_offsets))
+        if len(kept) != len(kept_offsets):
+            raise CorruptRecordError(f"batch at offset {h.base_offset} holds {len(kept)} of the {len(kept_offsets)} "
+                                     "offsets the offset map has in its range")
+        rebuilt = rebuild_located(h, block, kept, (self.now + self.delete_retention_ms) if n_tombs else None)
+        res.output += rebuilt
+        res.retained(struct.unpack_from(">q", rebuilt, 35)[0], last, max(r[0] for r in kept), len(kept))
+
+    def _filter_batch(self, res: FilterResult, view: memoryview, pos: int, h) -> None:
+        """One batch, record by record (MemoryRecords.filterTo with the cleaner's filter)."""
+        # a RecordBatch only where records or a marker are read one by one
+        batch = RecordBatch(view, pos)
+        retention, marker_for_empty_txn = self.check_batch_retention(batch, h)
+        if retention is BatchRetention.DELETE:
+            return
+        last = h.base_offset + h.last_offset_delta
+        kept = []
+        write_original = True
+        tombstones = False
+        max_offset = -1
+        block = _records_block(batch, h)
+        records = scan_records(block, h)
+        for record in records:
+            if self.should_retain_record(h, record):
+                kept.append(record)
+                max_offset = max(max_offset, record.offset)
+                if record.null_value:
+                    tombstones = True
+            else:
+                write_original = False
+        res.messages_read += len(records)
+        if kept:
+            has_horizon = bool(h.attributes & _DELETE_HORIZON_BIT)
+            need_horizon = (tombstones or marker_for_empty_txn) and not has_horizon
+            if write_original and not need_horizon:
+                res.output += batch.buffer
+                res.retained(h.max_timestamp, last, last, len(kept))
+            else:
+                horizon = (self.now + self.delete_retention_ms) if need_horizon else (
+                    h.base_timestamp if has_horizon else None)
+                rebuilt = rebuild_batch(h, block, kept, horizon)
+                res.output += rebuilt
+                max_ts = struct.unpack_from(">q", rebuilt, 35)[0]
+                res.retained(max_ts, last, max_offset, len(kept))
         elif retention is BatchRetention.RETAIN_EMPTY:
             res.output += empty_batch_header(h)
             res.retained(h.max_timestamp, last, last, 0)
+
 
 
 # ---------------------------------------------------------------------------------------------
@@ -781,6 +807,7 @@ class Cleaner:
         txn.add_aborted_transactions(plog.aborted_transactions(start, end))
         max_desired = int(omap.slots * self.config.io_buffer_load_factor)
         entries = omap.entries
+        tombstones = omap.tombstones
         batch_paths = self.batch_paths
         full = False
         for seg, next_start in zip(dirty, nexts, strict=True):
@@ -790,29 +817,36 @@ class Cleaner:
             state = {"full": False}
 
             def consume(chunk: bytes, state=state) -> int:
-                used = 0
                 view = memoryview(chunk)
-                for pos, size, h in batch_headers(chunk):
+                pos = 0
+                while True:
+                    if batch_paths:
+                        # runs of plain data batches: keys straight from the bytes, no per-record
+                        # "full" check while the whole batch fits; not transactional, so the
+                        # transaction tracker has nothing to say (it catches up at the next
+                        # transactional or control batch)
+                        for p, size, t in plain_batches(chunk, pos, _CONTROL_BIT | _TRANSACTIONAL_BIT):
+                            n, base = t[12], t[0]
+                            if base < start or len(entries) + n > max_desired:
+                                break
+                            if t[5] & 0x07:
+                                block = RecordBatch(view, p).inflated_block()
+                                map_records(block, 0, len(block), n, base, entries, tombstones)
+                            else:
+                                map_records(chunk, p + BATCH_OVERHEAD, p + size, n, base, entries, tombstones)
+                            omap.latest_offset = base + t[6]
+                            stats.map_messages_read += n
+                            pos = p + size
+                    found = batch_at(chunk, pos)
+                    if found is None:
+                        break
+                    size, h = found
                     last = h.base_offset + h.last_offset_delta
                     if h.attributes & _CONTROL_BIT:
                         txn.on_control_batch_read(RecordBatch(view, pos), h.producer_id, last)
                         stats.map_messages_read += 1
                     elif txn.on_batch_read(h.producer_id, last, bool(h.attributes & _TRANSACTIONAL_BIT)):
                         stats.map_messages_read += h.record_count  # aborted data adds no keys
-                    elif (batch_paths and h.base_offset >= start
-                          and len(entries) + h.record_count <= max_desired):
-                        # the whole batch fits whatever its keys: no per-record "full" check, and
-                        # the keys go into the table straight from the chunk's bytes
-                        if h.attributes & 0x07:
-                            block = RecordBatch(view, pos).inflated_block()
-                            keyed = map_records(block, 0, len(block), h.record_count, h.base_offset,
-                                                entries, omap.tombstones)
-                        else:
-                            keyed = map_records(chunk, pos + BATCH_OVERHEAD, pos + size,
-                                                h.record_count, h.base_offset, entries, omap.tombstones)
-                        if keyed >= 0:
-                            omap.latest_offset = keyed
-                        stats.map_messages_read += h.record_count
                     else:
                         for record in scan_records(_records_block(RecordBatch(view, pos), h), h):
                             if record.key is not None and record.offset >= start:
@@ -824,7 +858,8 @@ class Cleaner:
                             stats.map_messages_read += 1
                     if last >= start:
                         omap.update_latest_offset(last)
-                    used = pos + size
+                    pos += size
+                used = pos
                 stats.map_bytes_read += used
                 return used
 

@@ -31,30 +31,41 @@ _LENGTH = struct.Struct(">i")
 DIGEST_BYTES = 16
 
 
-def batch_headers(chunk: bytes) -> Iterator[tuple[int, int, BatchHeader]]:
-    """(position, size, header) of the back-to-back v2 batches of `chunk`: `iter_batches`'
-    framing and errors (it stops at an incomplete tail), without a RecordBatch per batch."""
-    pos = 0
+def batch_at(chunk: bytes | memoryview, pos: int) -> tuple[int, BatchHeader] | None:
+    """(size, header) of the v2 batch at `chunk[pos]`, or None at an incomplete tail: the framing
+    and errors of `iter_batches`, without a RecordBatch."""
+    stop = len(chunk)
+    if stop - pos <= HEADER_SIZE_UP_TO_MAGIC:
+        return None
+    (length,) = _LENGTH.unpack_from(chunk, pos + 8)
+    if length < MIN_ENTRY_SIZE:
+        raise CorruptRecordError(
+            f"found record size {length} smaller than minimum record overhead ({MIN_ENTRY_SIZE})", offset=pos)
+    size = length + LOG_OVERHEAD
+    if size > stop - pos:
+        return None
+    magic = chunk[pos + 16]
+    if magic < MAGIC_V2:
+        raise CorruptRecordError(f"legacy magic {magic} batch; use iter_legacy_messages", offset=pos)
+    if size < BATCH_OVERHEAD:
+        raise CorruptRecordError(
+            f"record batch is corrupt (the size {size} is smaller than the minimum allowed overhead "
+            f"{BATCH_OVERHEAD})", offset=pos)
+    return size, BatchHeader._make(_HEADER.unpack_from(chunk, pos))
+
+
+def plain_batches(chunk: bytes, pos: int, skip_bits: int) -> Iterator[tuple[int, int, tuple]]:
+    """(position, size, raw header tuple) of the well-framed v2 batches from `pos` on, stopping
+    (without an error) before the first one whose attributes have any of `skip_bits`, or whose
+    framing `batch_at` would question: the caller's general path takes over there."""
     stop = len(chunk)
     unpack = _HEADER.unpack_from
-    length_of = _LENGTH.unpack_from
-    make = BatchHeader._make
-    while stop - pos > HEADER_SIZE_UP_TO_MAGIC:
-        (length,) = length_of(chunk, pos + 8)
-        if length < MIN_ENTRY_SIZE:
-            raise CorruptRecordError(
-                f"found record size {length} smaller than minimum record overhead ({MIN_ENTRY_SIZE})", offset=pos)
-        size = length + LOG_OVERHEAD
-        if size > stop - pos:
+    while stop - pos > BATCH_OVERHEAD:
+        t = unpack(chunk, pos)
+        size = t[1] + LOG_OVERHEAD
+        if size < BATCH_OVERHEAD or size > stop - pos or t[3] < MAGIC_V2 or t[5] & skip_bits:
             return
-        magic = chunk[pos + 16]
-        if magic < MAGIC_V2:
-            raise CorruptRecordError(f"legacy magic {magic} batch; use iter_legacy_messages", offset=pos)
-        if size < BATCH_OVERHEAD:
-            raise CorruptRecordError(
-                f"record batch is corrupt (the size {size} is smaller than the minimum allowed overhead "
-                f"{BATCH_OVERHEAD})", offset=pos)
-        yield pos, size, make(unpack(chunk, pos))
+        yield pos, size, t
         pos += size
 
 
