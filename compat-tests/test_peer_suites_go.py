@@ -73,8 +73,7 @@ def _finalized_transaction_version(broker) -> int:
 
 
 @pytest.mark.parametrize("transactions", ["v1", "default"])
-def test_franz_go_kip848_member_commits_offsets_in_transactions(odradek_broker_factory, transactions: str,
-                                                                request: pytest.FixtureRequest) -> None:
+def test_franz_go_kip848_member_commits_offsets_in_transactions(odradek_broker_factory, transactions: str) -> None:
     """franz-go's GroupTransactSession in a consumer-protocol group: every transaction's
     TxnOffsetCommit (member id + member epoch) is answered without an error, every fourth
     transaction is aborted and redone, and the read_committed output holds each input once.
@@ -84,12 +83,10 @@ def test_franz_go_kip848_member_commits_offsets_in_transactions(odradek_broker_f
     binary = _txn848()
     broker = odradek_broker_factory(overrides={"group.initial.rebalance.delay.ms": "0"})
     bootstrap = broker.bootstrap
-    if transactions == "default" and _finalized_transaction_version(broker) >= 2:
-        # Odradek's transaction coordinator serves V1 only: a V2 producer's Produce v12+ does not
-        # add its partition, so it is refused (INVALID_TXN_STATE) before it commits offsets.
-        # Strict: once transactions V2 work (issue #23) this must pass, and the mark goes.
-        request.applymarker(pytest.mark.xfail(strict=True, reason="transaction.version 2 finalized but "
-                                                                  "transactions V2 not served: issue #23"))
+    if transactions == "default":
+        # franz-go takes Transactions V2 from the finalized level: Produce v12 and TxnOffsetCommit
+        # v5 add the partitions, EndTxn v5 bumps the epoch
+        assert _finalized_transaction_version(broker) == 2
     src, dst, partitions, n = "go848-in", "go848-out", 3, 400
     admin = AdminClient({"bootstrap.servers": bootstrap})
     for fut in admin.create_topics([NewTopic(t, partitions, 1) for t in (src, dst)]).values():

@@ -17,10 +17,10 @@ from .registry import API_VERSIONS_KEY, REGISTRY, RequestContext, advertised_ver
 
 ApiVersionsResponse = response_class(API_VERSIONS_KEY)
 
-#: Finalized levels reported no higher than Odradek serves: clients turn on what a level means,
-#: and transaction.version 2 (KIP-890 part 2: the producer adds partitions through Produce and
-#: bumps its epoch on every commit) is not served yet. The metadata log keeps what was finalized.
-SERVED_FEATURE_LEVELS = {"transaction.version": 1}
+#: Finalized levels reported no higher than Odradek serves (clients turn on what a level means);
+#: the metadata log keeps what was finalized. Empty: every level Kafka 4.4 finalizes is served
+#: (transaction.version 2, Transactions V2, since the coordinator serves KIP-890 part 2).
+SERVED_FEATURE_LEVELS: dict[str, int] = {}
 
 #: ApiVersionsRequest.SOFTWARE_NAME_VERSION_PATTERN (v3+ client software name and version).
 _SOFTWARE = re.compile(r"[a-zA-Z0-9](?:[a-zA-Z0-9\-.]*[a-zA-Z0-9])?")

@@ -56,9 +56,6 @@ DIFFERENCES: dict[int, str] = {
 
 #: Differences in the features part of ApiVersions, by feature or field.
 FEATURE_DIFFERENCES: dict[str, str] = {
-    "transaction.version": "finalized at 2 in the metadata log as in Kafka, but reported at 1: a 4.x producer "
-                           "turns Transactions V2 (KIP-890 part 2) on from the reported level, and Odradek "
-                           "does not serve it yet (issue #23)",
     "kraft.version": "UpdateFeatures does not change it (Kafka rewrites the voter set's format in its raft "
                      "layer): Odradek answers INVALID_UPDATE_VERSION, so `kafka-features.sh upgrade "
                      "--release-version` (which asks for kraft.version 1 too) fails as a whole; upgrade the "

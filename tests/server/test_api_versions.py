@@ -42,11 +42,10 @@ def test_features_as_kafka_44_reports_them(broker: RunningBroker) -> None:
     assert [(f.name, f.min_version, f.max_version) for f in r.supported_features] == [
         ("group.version", 0, 1), ("kraft.version", 0, 1), ("metadata.version", 7, 33), ("share.version", 0, 2),
         ("streams.version", 0, 1), ("transaction.version", 0, 2), ("eligible.leader.replicas.version", 0, 1)]
-    # ... except transaction.version, reported at 1 until Transactions V2 is served (a 4.x producer
-    # would use it): the metadata log holds 2, as in Kafka
+    # transaction.version 2 too (Transactions V2 is served), as the metadata log holds it
     assert broker.broker.metadata_store.image.features["transaction.version"] == 2
     assert [(f.name, f.min_version_level, f.max_version_level) for f in r.finalized_features] == [
-        ("group.version", 1, 1), ("streams.version", 1, 1), ("transaction.version", 1, 1),
+        ("group.version", 1, 1), ("streams.version", 1, 1), ("transaction.version", 2, 2),
         ("eligible.leader.replicas.version", 1, 1), ("share.version", 2, 2), ("metadata.version", 33, 33)]
     assert r.finalized_features_epoch > 0 and not r.zk_migration_ready
     # below v4 the features whose minimum is 0 are left out (KAFKA-17011)
