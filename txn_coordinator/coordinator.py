@@ -1,6 +1,7 @@
 """The transaction coordinator: transactional ids, their state machine, ``__transaction_state``,
 transaction markers and timeouts (Kafka's TransactionCoordinator + TransactionStateManager +
-TransactionMarkerChannelManager on one node, transaction version 1 rules).
+TransactionMarkerChannelManager on one node; the transaction version 1 rules, and those of
+Transactions V2 for the requests of V2 producers).
 
 Every state change is first appended to the id's ``__transaction_state`` partition and only then
 applied in memory, so what the log says is what the coordinator did. On a single node a
