@@ -16,7 +16,7 @@ import pytest
 from kafka_oracle import KAFKA_4_4, _clients_jar, java_bin, kafka_classpath, require_tool
 
 from odradek.txn_coordinator import records as rec
-from odradek.wire.records import iter_batches
+from odradek.wire.records import iter_batches, parse_end_txn_marker
 
 SOURCE = Path(__file__).resolve().parent / "java-tv2" / "TxnSequence.java"
 TOPIC = "tv2"
@@ -87,7 +87,24 @@ def _describe(records: list[tuple[bytes, bytes | None]]) -> list[tuple]:
     return out
 
 
-def _scenario(broker, java_client, classes: Path) -> list[tuple[bytes, bytes | None]]:
+def _data_batches(log_dir: Path) -> list[tuple]:
+    """Every batch of the data partitions but its timestamps and CRC: offsets, producer id and
+    epoch (bumped per transaction), sequences, attributes, and each marker's type and epoch."""
+    out = []
+    for p in (0, 1):
+        part = log_dir / f"{TOPIC}-{p}"
+        for batch in iter_batches(b"".join(f.read_bytes() for f in sorted(part.glob("*.log")))):
+            h = batch.header()
+            marker = None
+            if h.attributes & 0x20:
+                m = parse_end_txn_marker(next(iter(batch.records())))
+                marker = (m.control_type, m.coordinator_epoch)
+            out.append((p, h.base_offset, h.last_offset_delta, h.producer_id, h.producer_epoch, h.base_sequence,
+                        h.attributes, h.partition_leader_epoch, marker))
+    return out
+
+
+def _scenario(broker, java_client, classes: Path) -> tuple[list[tuple[bytes, bytes | None]], list[tuple]]:
     client = java_client(broker.bootstrap, version=KAFKA_4_4)
     client.create_topic(TOPIC, partitions=2)
     steps = _run_plan(classes, broker.bootstrap)
@@ -101,14 +118,14 @@ def _scenario(broker, java_client, classes: Path) -> list[tuple[bytes, bytes | N
         assert got == [v for v in expected if int(v.split("-")[1]) % 2 == p]
     assert sorted(r.value.decode() for r in everything) == sorted(expected + [f"1-{i}" for i in range(3)])
     broker.stop()
-    return _state_records(broker.log_dirs[0])
+    return _state_records(broker.log_dirs[0]), _data_batches(broker.log_dirs[0])
 
 
 def test_java_44_transactions_v2_match_kafka_44(java_client, kafka_broker_factory, odradek_broker_factory,
                                                 txn_sequence: Path) -> None:
     kafka = kafka_broker_factory(version=KAFKA_4_4)
-    theirs = _scenario(kafka, java_client, txn_sequence)
-    ours = _scenario(odradek_broker_factory(), java_client, txn_sequence)
+    theirs, their_batches = _scenario(kafka, java_client, txn_sequence)
+    ours, our_batches = _scenario(odradek_broker_factory(), java_client, txn_sequence)
     # TV2 shows in Kafka's records: value version 1, ClientTransactionVersion 2, epochs bumped per end
     described = _describe(theirs)
     assert {d[1] for d in described} == {1} and described[-1][7] == 2
@@ -116,3 +133,7 @@ def test_java_44_transactions_v2_match_kafka_44(java_client, kafka_broker_factor
     assert described[-1][3] == sum(1 for item in PLAN.split(",") if not item.endswith(":0"))
     assert _describe(ours) == described
     assert ours == theirs
+    # the data partitions: each transaction's batches and markers under its own epoch, as Kafka's
+    marker_epochs = [b[4] for b in their_batches if b[0] == 0 and b[8] is not None]
+    assert len(marker_epochs) >= 3 and marker_epochs == sorted(set(marker_epochs))
+    assert our_batches == their_batches
