@@ -93,8 +93,25 @@ class Writer:
                 lg.append_as_coordinator(bytearray(build_end_txn_marker_batch(
                     marker, producer_id=pid, producer_epoch=0, coordinator_epoch=1, timestamp=self.now)),
                     0, self.now)
+        elif kind < 0.55:
+            self.append(self.uniform_records(n), compression=codec)
         else:
             self.append(self.records(n), compression=codec)
+
+    def uniform_records(self, n: int) -> list[SimpleRecord]:
+        """A batch of records of one length (what the strided paths read): one key length,
+        one value size (or all tombstones), timestamps a few ms apart, not always in order."""
+        rng = self.rng
+        long_keys = rng.random() < 0.3
+        value = None if rng.random() < 0.1 else bytes(rng.randrange(256) for _ in range(rng.choice((5, 70))))
+        out = []
+        for _ in range(n):
+            self.now += rng.choice((0, 1, 2, 30))
+            k = rng.randrange(30)
+            key = (b"a-long-key-that-is-digested-%04d" % k) if long_keys else b"u%03d" % k
+            # now and then a timestamp before the batch's first one: a negative delta
+            out.append(SimpleRecord(value, key, (), self.now - rng.choice((0, 0, 0, 40)) + 40 * (not out)))
+        return out
 
     def write(self, batches: int) -> None:
         for _ in range(batches):
