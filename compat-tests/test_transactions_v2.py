@@ -10,6 +10,7 @@ from __future__ import annotations
 import json
 import subprocess
 import tempfile
+import time
 from pathlib import Path
 
 import pytest
@@ -137,3 +138,96 @@ def test_java_44_transactions_v2_match_kafka_44(java_client, kafka_broker_factor
     marker_epochs = [b[4] for b in their_batches if b[0] == 0 and b[8] is not None]
     assert len(marker_epochs) >= 3 and marker_epochs == sorted(set(marker_epochs))
     assert our_batches == their_batches
+
+
+# ----------------------------------------------------------------------------- the V2 state table
+
+
+def _v2_answers(broker) -> tuple[list[tuple], list[tuple]]:
+    """A fixed series of V2 requests (InitProducerId v5, Produce v12, EndTxn v5) with its answers,
+    producer id as 'P', then the transactional id's __transaction_state records: retries told by the
+    epoch, commits and aborts with nothing open, fenced epochs, InitProducerId during a transaction."""
+    from confluent_kafka.admin import AdminClient, NewTopic
+
+    from odradek.tools.client import BrokerConnection
+    from odradek.wire.protocol import request_class
+    from odradek.wire.records import SimpleRecord, build_batch
+
+    topic, tid = "tv2-checks", "tv2-checks"
+    admin = AdminClient({"bootstrap.servers": broker.bootstrap})
+    for fut in admin.create_topics([NewTopic(topic, 1, 1)]).values():
+        fut.result(30)
+    c = BrokerConnection(broker.host, broker.port)
+    Init, End, Desc, Produce = (request_class(k) for k in (22, 26, 65, 0))
+    busy = (14, 15, 16, 51)  # coordinator loading / moved / busy: clients retry these
+
+    def call(api_key: int, version: int, body, code_of=lambda r: r.error_code, retry: bool = True):
+        for _ in range(150):
+            answer = c.send(api_key, body, version)
+            if not retry or code_of(answer) not in busy:
+                return answer
+            time.sleep(0.1)
+        return answer
+
+    call(10, 4, request_class(10)(key_type=1, coordinator_keys=[tid]), lambda r: r.coordinators[0].error_code)
+    pid = None
+
+    def ids(r) -> tuple:
+        return ("P" if r.producer_id == pid else r.producer_id, r.producer_epoch)
+
+    def init(expected: tuple[int, int] = (-1, -1), retry: bool = True) -> tuple:
+        nonlocal pid
+        r = call(22, 5, Init(transactional_id=tid, transaction_timeout_ms=60_000, producer_id=expected[0],
+                             producer_epoch=expected[1]), retry=retry)
+        if pid is None and r.error_code == 0:
+            pid = r.producer_id
+        return ("init", expected[1], r.error_code, *ids(r))
+
+    def end(epoch: int, commit: bool) -> tuple:
+        r = c.send(26, End(transactional_id=tid, producer_id=pid, producer_epoch=epoch, committed=commit), 5)
+        return ("end", epoch, commit, r.error_code, *ids(r))
+
+    def produce(epoch: int, seq: int) -> tuple:
+        batch = build_batch([SimpleRecord(b"v%d" % seq, None, (), int(time.time() * 1000))], producer_id=pid,
+                            producer_epoch=epoch, base_sequence=seq, is_transactional=True)
+        r = c.send(0, Produce(transactional_id=tid, acks=-1, timeout_ms=30_000, topic_data=[
+            Produce.TopicProduceData(name=topic, partition_data=[
+                Produce.PartitionProduceData(index=0, records=bytes(batch))])]), 12)
+        return ("produce", epoch, seq, r.responses[0].partition_responses[0].error_code)
+
+    def settled() -> tuple:
+        # Kafka writes markers after answering EndTxn: wait for Complete* before the next step
+        for _ in range(150):
+            s = c.send(65, Desc(transactional_ids=[tid]), 0).transaction_states[0]
+            if s.transaction_state not in ("PrepareCommit", "PrepareAbort"):
+                break
+            time.sleep(0.1)
+        return ("state", s.transaction_state, s.producer_epoch)
+
+    out = [init(), end(0, True), end(0, False), settled(), end(0, False), end(0, True), end(1, True)]
+    out += [produce(1, 0), produce(0, 0), end(1, True), settled(), end(1, True), end(2, True), end(3, False)]
+    out += [produce(2, 0), produce(2, 1), init(retry=False), settled(), end(2, False), end(2, True)]
+    out += [init((pid, 2)), init((pid, 1)), init(), settled(), end(4, False), settled()]
+    c.close()
+    broker.stop()
+    part = broker.log_dirs[0] / f"{rec.TRANSACTION_STATE_TOPIC}-{rec.partition_for(tid, 50)}"
+    records = []
+    for batch in iter_batches(b"".join(p.read_bytes() for p in sorted(part.glob("*.log")))):
+        for r in batch.records():
+            v = rec.decode_value(bytes(r.value))
+            records.append((v.transaction_status, "P" if v.producer_id == pid else v.producer_id, v.producer_epoch,
+                            "P" if v.previous_producer_id == pid else v.previous_producer_id, v.next_producer_id,
+                            v.client_transaction_version, v.transaction_start_timestamp_ms == -1,
+                            None if v.transaction_partitions is None else
+                            [(t.topic, list(t.partition_ids)) for t in v.transaction_partitions]))
+    return out, records
+
+
+def test_v2_state_table_like_kafka_44(kafka_broker_factory, odradek_broker_factory) -> None:
+    """The same V2 series gets the same answers and the same __transaction_state records (but
+    timestamps) from Kafka 4.4.0 and Odradek."""
+    theirs = _v2_answers(kafka_broker_factory(version=KAFKA_4_4))
+    ours = _v2_answers(odradek_broker_factory())
+    assert ours[0] == theirs[0]
+    assert ours[1] == theirs[1]
+    assert ("end", 1, True, 0, "P", 2) in ours[0]  # a commit answers the bumped epoch
