@@ -231,3 +231,90 @@ def test_v2_state_table_like_kafka_44(kafka_broker_factory, odradek_broker_facto
     assert ours[0] == theirs[0]
     assert ours[1] == theirs[1]
     assert ("end", 1, True, 0, "P", 2) in ours[0]  # a commit answers the bumped epoch
+
+
+def _v1_client_records(broker) -> tuple[list[tuple], list[tuple]]:
+    """A version 1 client's series (InitProducerId v4, AddPartitionsToTxn v3, Produce v9, EndTxn v4)
+    on a cluster with transaction.version 2 finalized: answers and __transaction_state records."""
+    from confluent_kafka.admin import AdminClient, NewTopic
+
+    from odradek.tools.client import BrokerConnection
+    from odradek.wire.protocol import request_class
+    from odradek.wire.records import SimpleRecord, build_batch
+
+    topic, tid = "tv1-checks", "tv1-checks"
+    admin = AdminClient({"bootstrap.servers": broker.bootstrap})
+    for fut in admin.create_topics([NewTopic(topic, 1, 1)]).values():
+        fut.result(30)
+    c = BrokerConnection(broker.host, broker.port)
+    Init, Add, End, Desc, Produce = (request_class(k) for k in (22, 24, 26, 65, 0))
+    for _ in range(150):
+        if c.send(10, request_class(10)(key_type=1, coordinator_keys=[tid]), 4).coordinators[0].error_code == 0:
+            break
+        time.sleep(0.1)
+    pid = None
+
+    def init(expected: tuple[int, int] = (-1, -1), retry: bool = True) -> tuple:
+        nonlocal pid
+        for _ in range(150):
+            r = c.send(22, Init(transactional_id=tid, transaction_timeout_ms=60_000, producer_id=expected[0],
+                                producer_epoch=expected[1]), 4)
+            if not retry or r.error_code not in (14, 15, 16, 51):
+                break
+            time.sleep(0.1)
+        if pid is None and r.error_code == 0:
+            pid = r.producer_id
+        return ("init", expected[1], r.error_code, "P" if r.producer_id == pid else r.producer_id, r.producer_epoch)
+
+    def add(epoch: int) -> tuple:
+        r = c.send(24, Add(v3_and_below_transactional_id=tid, v3_and_below_producer_id=pid,
+                           v3_and_below_producer_epoch=epoch,
+                           v3_and_below_topics=[Add.AddPartitionsToTxnTopic(name=topic, partitions=[0])]), 3)
+        return ("add", epoch, r.results_by_topic_v3_and_below[0].results_by_partition[0].partition_error_code)
+
+    def produce(epoch: int, seq: int) -> tuple:
+        batch = build_batch([SimpleRecord(b"v", None, (), int(time.time() * 1000))], producer_id=pid,
+                            producer_epoch=epoch, base_sequence=seq, is_transactional=True)
+        r = c.send(0, Produce(transactional_id=tid, acks=-1, timeout_ms=30_000, topic_data=[
+            Produce.TopicProduceData(name=topic, partition_data=[
+                Produce.PartitionProduceData(index=0, records=bytes(batch))])]), 9)
+        return ("produce", epoch, seq, r.responses[0].partition_responses[0].error_code)
+
+    def end(epoch: int, commit: bool) -> tuple:
+        r = c.send(26, End(transactional_id=tid, producer_id=pid, producer_epoch=epoch, committed=commit), 4)
+        return ("end", epoch, commit, r.error_code)
+
+    def settled() -> tuple:
+        for _ in range(150):
+            s = c.send(65, Desc(transactional_ids=[tid]), 0).transaction_states[0]
+            if s.transaction_state not in ("PrepareCommit", "PrepareAbort"):
+                break
+            time.sleep(0.1)
+        return ("state", s.transaction_state, s.producer_epoch)
+
+    out = [init(), produce(0, 0), add(0), produce(0, 0), end(0, True), settled(), end(0, True), end(0, False)]
+    out += [add(0), produce(0, 1), init(retry=False), settled(), init((pid, 0)), init(), settled()]
+    out += [add(2), end(2, False), settled()]
+    c.close()
+    broker.stop()
+    part = broker.log_dirs[0] / f"{rec.TRANSACTION_STATE_TOPIC}-{rec.partition_for(tid, 50)}"
+    records = []
+    for batch in iter_batches(b"".join(p.read_bytes() for p in sorted(part.glob("*.log")))):
+        for r in batch.records():
+            value = bytes(r.value)
+            v = rec.decode_value(value)
+            records.append((int.from_bytes(value[:2], "big"), v.transaction_status,
+                            "P" if v.producer_id == pid else v.producer_id, v.producer_epoch,
+                            "P" if v.previous_producer_id == pid else v.previous_producer_id,
+                            v.next_producer_id, v.client_transaction_version, len(value)))
+    return out, records
+
+
+def test_v1_client_on_a_v2_cluster_like_kafka_44(kafka_broker_factory, odradek_broker_factory) -> None:
+    """A version 1 client keeps the version 1 answers; the records are Kafka 4.4's flexible values
+    (the finalized level's), and the coordinator's own fence takes the finalized level's rules."""
+    theirs = _v1_client_records(kafka_broker_factory(version=KAFKA_4_4))
+    ours = _v1_client_records(odradek_broker_factory())
+    assert ours[0] == theirs[0]
+    assert ours[1] == theirs[1]
+    assert {r[0] for r in ours[1]} == {1}
