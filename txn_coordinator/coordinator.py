@@ -131,11 +131,11 @@ class TransactionCoordinator:
     def server_txn_version(self) -> int:
         """The finalized transaction.version (Kafka's TransactionStateManager.transactionVersionLevel):
         it picks the record value version, and the rules of aborts the coordinator starts itself."""
-        store = getattr(self.broker, "metadata_store", None)
-        image = getattr(store, "image", None)
+        # a broker of a KRaft cluster follows the controllers' image; the combined node has its own
+        role = getattr(self.broker, "broker_role", None)
+        image = getattr(role, "image", None)
         if image is None:
-            role = getattr(self.broker, "broker_role", None)
-            image = getattr(role, "image", None)
+            image = getattr(getattr(self.broker, "metadata_store", None), "image", None)
         features = getattr(image, "features", None)
         return int(features.get("transaction.version", 0)) if features else 0
 
