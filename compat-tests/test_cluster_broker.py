@@ -424,3 +424,39 @@ def test_a_partition_dir_the_cluster_does_not_place_here_goes_stray(cluster) -> 
     assert len(list(broker.log_dir.glob("ghost-0.*-stray"))) == 1
     assert (broker.log_dir / f"{topic}-{index}").is_dir()
     assert _wait_leaders(cluster, topic, 6) == placed
+
+
+def test_the_java_broker_restarts_and_odradek_brokers_follow_its_leadership(cluster) -> None:
+    topic = "java-restarts"
+    admin = KafkaAdminClient(bootstrap_servers=cluster.odradek[3].bootstrap)
+    admin.create_topics([NewTopic(topic, 6, 1)])
+    admin.close()
+    before = _wait_leaders(cluster, topic, 6)
+    java_parts = [p for p, leader in before.items() if leader == 2]
+    assert java_parts
+    producer = KafkaProducer(bootstrap_servers=cluster.odradek[3].bootstrap, acks="all")
+    for i in range(30):
+        producer.send(topic, value=f"before-{i}".encode(), partition=i % 6).get(15)
+    cluster.java.stop()
+    # the Odradek brokers see the Java broker's partitions without a leader, and the broker gone
+    deadline = time.time() + 20
+    during: dict[int, int] = {}
+    while time.time() < deadline:
+        during = leaders(cluster.odradek[4].bootstrap, topic)
+        if all(during[p] == -1 for p in java_parts):
+            break
+        time.sleep(0.2)
+    assert all(during[p] == -1 for p in java_parts) and all(during[p] == before[p] for p in before
+                                                             if p not in java_parts)
+    assert describe(cluster.odradek[3].bootstrap).get(2, True) is True  # fenced (or gone), as Kafka lists it
+    cluster.java.start()
+    cluster.wait_unfenced({2, 3, 4})
+    deadline = time.time() + 20
+    while time.time() < deadline and leaders(cluster.odradek[4].bootstrap, topic) != before:
+        time.sleep(0.2)
+    assert leaders(cluster.odradek[4].bootstrap, topic) == before
+    for i in range(30):
+        producer.send(topic, value=f"after-{i}".encode(), partition=i % 6).get(30)
+    producer.close()
+    got = _read_committed(cluster.odradek[4].bootstrap, topic, 6)
+    assert sorted(got) == sorted([f"before-{i}".encode() for i in range(30)] + [f"after-{i}".encode() for i in range(30)])
