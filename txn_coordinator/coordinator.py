@@ -479,6 +479,12 @@ class TransactionCoordinator:
         now = _now_ms() if now is None else now
         parts = set(partitions)
         self._check_owner(transactional_id)
+        current = self.txns.get(transactional_id)
+        if client_tv >= 2 and current is not None and current.state in (TxnState.PREPARE_COMMIT,
+                                                                        TxnState.PREPARE_ABORT):
+            # markers still under way (Kafka's pending transition is checked first): a V2 producer
+            # may already carry the epoch, or the producer id, the end is moving to
+            raise TxnError(ErrorCode.CONCURRENT_TRANSACTIONS)
         meta = self._validate_producer(transactional_id, producer_id, producer_epoch)
         if meta.state in (TxnState.PREPARE_COMMIT, TxnState.PREPARE_ABORT):
             raise TxnError(ErrorCode.CONCURRENT_TRANSACTIONS)

@@ -244,3 +244,24 @@ def test_txn_offset_commit_v5_adds_the_offsets_partition(tv2: TransactionCoordin
     assert meta.state == TxnState.ONGOING and meta.partitions == {("__consumer_offsets", 7)}
     assert meta.client_txn_version == 2 and len(written) == 2
     assert tv2.txn_offset_commit("t1", "g", pid, e + 1, -1, "", None, 5, commit) == E.INVALID_PRODUCER_EPOCH
+
+
+def test_a_v2_add_waits_for_the_markers_of_the_last_end(tv2: TransactionCoordinator, broker) -> None:
+    # markers still going to another broker (the transaction stays prepared): a V2 producer's next
+    # batch, under the new id after a rotation, gets CONCURRENT_TRANSACTIONS and retries
+    pid, _ = tv2.handle_init_producer_id("t1", 10_000, -1, -1, T0)
+    tv2.txns["t1"].producer_epoch = MAX - 1
+    produce(broker, pid, MAX - 1, 0)
+    sent = []
+    tv2.remote_markers = lambda meta, commit, parts, done: sent.append(done)
+    broker.partition_error = lambda topic, partition: E.NOT_LEADER_OR_FOLLOWER
+    real = broker.partition_log
+    broker.partition_log = lambda name, index: None if name == TOPIC else real(name, index)
+    prepared = tv2.end_transaction("t1", pid, MAX - 1, True, T0 + 2, client_tv=2)
+    assert prepared.state == TxnState.PREPARE_COMMIT and sent
+    new_pid = tv2.completed_ids(prepared)[0]
+    broker.partition_log = real
+    assert produce(broker, new_pid, 0, 0) == (E.CONCURRENT_TRANSACTIONS, "CONCURRENT_TRANSACTIONS")
+    sent[0]()  # every leader wrote its marker
+    assert produce(broker, new_pid, 0, 0) is None
+    assert tv2.txns["t1"].producer_id == new_pid and tv2.txns["t1"].state == TxnState.ONGOING
