@@ -23,6 +23,12 @@ One round (`LogCleaner.clean_filthiest`):
    discards an interrupted swap exactly like Kafka's LogLoader;
 5. write the end of the map as the next first dirty offset into `cleaner-offset-checkpoint`.
 
+Both passes take batch-level paths where the result cannot differ from the record-by-record one
+(`cleaner_scan`): plain data batches' keys go into the map straight from their bytes (with strided
+slices when the records have a fixed size), and in the mapped dirty section a plain batch is kept,
+dropped or rebuilt by counting the offsets the map holds in its range, without reading a key.
+`Cleaner.batch_paths = False` turns them off (the tests compare both).
+
 Compact+delete logs also get their retention here (Kafka runs deleteOldSegments for them in the
 cleaner thread). All file work runs in a worker thread; the swap and retention deletions change the
 log's segment list, so they go through `LogManager.run_exclusive` (the broker runs them on the event
