@@ -59,7 +59,45 @@ def log_bytes(path: Path) -> int:
     return sum(p.stat().st_size for p in path.glob("*.log"))
 
 
-def run(case: Case, base: Path) -> dict[str, object]:
+def _round_beside_loop(cleaner: LogCleaner, now_ms: int) -> tuple[float, list[float]]:
+    """The round in a Trio worker thread, as the broker runs it (GIL switch interval 1 ms, as
+    `odradek serve` sets), while a task on the loop sleeps 1 ms at a time: returns the round's
+    thread CPU time and how late each of those wake-ups was (the loop held up by the round)."""
+    import sys  # noqa: PLC0415
+
+    import trio  # noqa: PLC0415
+
+    late: list[float] = []
+
+    def clean() -> float:
+        c0 = time.thread_time()
+        assert cleaner.clean_filthiest(now_ms)
+        return time.thread_time() - c0
+
+    async def main() -> float:
+        done = trio.Event()
+
+        async def probe() -> None:
+            while not done.is_set():
+                t = time.perf_counter()
+                await trio.sleep(0.001)
+                late.append(time.perf_counter() - t - 0.001)
+
+        async with trio.open_nursery() as nursery:
+            nursery.start_soon(probe)
+            cpu = await trio.to_thread.run_sync(clean)
+            done.set()
+        return cpu
+
+    interval = sys.getswitchinterval()
+    sys.setswitchinterval(0.001)
+    try:
+        return trio.run(main), late
+    finally:
+        sys.setswitchinterval(interval)
+
+
+def run(case: Case, base: Path, loop_probe: bool = False) -> dict[str, object]:
     work = base / case.name.replace(" ", "_")
     work.mkdir(parents=True)
     cfg = LogConfig.from_props({"cleanup.policy": "compact", "segment.bytes": str(case.segment_bytes),
@@ -88,9 +126,13 @@ def run(case: Case, base: Path) -> dict[str, object]:
     cleaner = LogCleaner(mgr, CleanerConfig(max_io_bytes_per_second=case.rate))
     load = os.getloadavg()[0]
     t0 = time.perf_counter()
-    c0 = time.thread_time()
-    assert cleaner.clean_filthiest(T0 + 10**6)
-    cpu = time.thread_time() - c0
+    late: list[float] = []
+    if loop_probe:
+        cpu, late = _round_beside_loop(cleaner, T0 + 10**6)
+    else:
+        c0 = time.thread_time()
+        assert cleaner.clean_filthiest(T0 + 10**6)
+        cpu = time.thread_time() - c0
     elapsed = time.perf_counter() - t0
     stats = cleaner.last_stats
     assert stats is not None
@@ -104,6 +146,7 @@ def run(case: Case, base: Path) -> dict[str, object]:
         "before_log": before_log, "after_log": after_log,
         "mb_s": dirty / 1e6 / elapsed, "elapsed": elapsed, "map_s": map_s, "copy_s": elapsed - map_s,
         "kept": stats.messages_written, "slept": cleaner.cleaner.throttler.slept_s, "cpu": cpu, "load": load,
+        "late": sorted(late),
         "io_mb_s": (stats.bytes_read + stats.map_bytes_read + stats.bytes_written) / 1e6 / elapsed,
     }
 
@@ -113,6 +156,8 @@ def main() -> None:
     ap.add_argument("--dir", type=Path, default=None)
     ap.add_argument("--records", type=int, default=200_000)
     ap.add_argument("--cases", default=None, help="comma-separated case numbers (default: all but 6)")
+    ap.add_argument("--loop-probe", action="store_true",
+                    help="run each round in a Trio worker thread and report how late a 1 ms sleep on the loop woke")
     args = ap.parse_args()
     n = args.records
     cases = [
@@ -132,7 +177,7 @@ def main() -> None:
     cases = [cases[i] for i in chosen]
     base = Path(tempfile.mkdtemp(prefix="bench-cleaner-", dir=args.dir))
     try:
-        rows = [run(c, base) for c in cases]
+        rows = [run(c, base, args.loop_probe) for c in cases]
     finally:
         shutil.rmtree(base, ignore_errors=True)
     print("# Log cleaner benchmark\n")
@@ -147,6 +192,19 @@ def main() -> None:
               f"| {r['after_log'] / 1e6:.1f} MB | {r['before'] / 1e6:.1f} MB | {r['after'] / 1e6:.1f} MB "
               f"| {r['kept']} | {r['elapsed']:.2f} | {r['map_s']:.2f} | {r['copy_s']:.2f} | {r['cpu']:.2f} "
               f"| {r['mb_s']:.1f} | {r['io_mb_s']:.1f} | {r['slept']:.1f} | {r['load']:.1f} |")
+
+
+    if args.loop_probe:
+        print("\nEvent loop beside the round (a task sleeping 1 ms at a time; lateness of its wake-ups):\n")
+        print("| case | wake-ups | p50 ms | p99 ms | max ms | over 5 ms |")
+        print("|---|---|---|---|---|---|")
+        for r in rows:
+            late = r["late"]
+            assert isinstance(late, list)
+            if late:
+                print(f"| {r['case']} | {len(late)} | {late[len(late) // 2] * 1e3:.2f} "
+                      f"| {late[int(len(late) * 0.99)] * 1e3:.2f} | {late[-1] * 1e3:.2f} "
+                      f"| {sum(x > 0.005 for x in late)} |")
 
 
 if __name__ == "__main__":

@@ -43,8 +43,6 @@ import math
 import os
 import struct
 import time
-from array import array
-from bisect import bisect_left, bisect_right
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from enum import Enum
@@ -651,7 +649,8 @@ class CleanerFilter:
         dirty_start = self.dirty_start
         assert dirty_start is not None
         latest_offset = self.map.latest_offset
-        latest, tombs = self.map.latest_offsets()
+        marks = self.map.latest_marks(dirty_start)
+        tombs = bool(self.map.tombstones)
         last_records = self.last_records
         output = res.output
         for p, size, t in plain_batches(chunk, pos, _SLOW_PATH_BITS):
@@ -663,14 +662,15 @@ class CleanerFilter:
             res.bytes_read = pos
             n = t[12]
             res.messages_read += n
-            i = bisect_left(latest, base)
-            n_kept = bisect_right(latest, last, i) - i
-            n_tombs = bisect_right(tombs, last) - bisect_left(tombs, base) if tombs else 0
+            held = marks[base - dirty_start:last - dirty_start + 1]
+            n_kept = len(held) - held.count(0)
+            n_tombs = held.count(2) if tombs else 0
             if n_kept == n and not n_tombs:
                 output += view[p:pos]
                 res.retained(t[8], last, last, n)
             elif n_kept:
-                self._rebuild_mapped(res, view, p, size, BatchHeader._make(t), last, latest[i:i + n_kept], n_tombs)
+                kept_offsets = [base + i for i, m in enumerate(held) if m]
+                self._rebuild_mapped(res, view, p, size, BatchHeader._make(t), last, kept_offsets, n_tombs)
             elif t[9] >= 0:
                 # the last batch of an active producer stays, as an empty header
                 lr = last_records.get(t[9])
@@ -680,7 +680,7 @@ class CleanerFilter:
         return pos
 
     def _rebuild_mapped(self, res: FilterResult, view: memoryview, pos: int, size: int, h, last: int,
-                        kept_offsets: array, n_tombs: int) -> None:
+                        kept_offsets: list[int], n_tombs: int) -> None:
         block = (RecordBatch(view, pos).inflated_block() if h.attributes & 0x07
                  else view[pos + BATCH_OVERHEAD:pos + size].tobytes())
         lat_ts = h.max_timestamp if h.attributes & _LOG_APPEND_TIME_BIT else None
