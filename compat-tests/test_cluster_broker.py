@@ -31,10 +31,8 @@ class Cluster:
     def __init__(self, root) -> None:
         require_tool("kafka-4.4.0")
         self.quorum = Quorum()
-        # transaction.version 1: Odradek's transaction coordinator serves the KIP-890 part 1 protocol
-        # only (transaction version 2 comes with the Kafka 4.4 work)
-        self.controller = KafkaNode(root / "node1", self.quorum, 1, roles=("controller",),
-                                    format_args=["--feature", "transaction.version=1"])
+        # formatted as Kafka 4.4 formats by default: transaction.version 2 (KIP-890 part 2)
+        self.controller = KafkaNode(root / "node1", self.quorum, 1, roles=("controller",))
         self.java = KafkaNode(root / "node2", self.quorum, 2, roles=("broker",))
         self.odradek = {n: OdradekBroker(root / f"node{n}", overrides=self.odradek_overrides(n)) for n in (3, 4)}
 
@@ -268,16 +266,21 @@ def test_odradek_copies_of_the_metadata_log_match_the_java_brokers(cluster) -> N
         assert ours[:n] == java[:n]
 
 
+def _key_on(cluster: Cluster, node_id: int, prefix: str, topic: str, partition_for) -> str:
+    """A group or transactional id whose coordinator (the leader of its partition of the internal
+    `topic`, by Kafka's hash `partition_for`) is `node_id`."""
+    leaders_of = _wait_leaders(cluster, topic, 50)
+    for i in range(10_000):
+        key = f"{prefix}-{i}"
+        if leaders_of[partition_for(key, 50)] == node_id:
+            return key
+    raise AssertionError(f"no key of {topic} lands on broker {node_id}")
+
+
 def _group_on(cluster: Cluster, node_id: int, prefix: str) -> str:
-    """A group id whose coordinator (the leader of its __consumer_offsets partition) is `node_id`."""
     from odradek.group_coordinator.records import partition_for  # noqa: PLC0415 - Kafka's group hash
 
-    offsets = _wait_leaders(cluster, "__consumer_offsets", 50)
-    for i in range(10_000):
-        group = f"{prefix}-{i}"
-        if offsets[partition_for(group, 50)] == node_id:
-            return group
-    raise AssertionError(f"no group id lands on broker {node_id}")
+    return _key_on(cluster, node_id, prefix, "__consumer_offsets", partition_for)
 
 
 def _consume_group(bootstrap: str, topic: str, group: str, want: int) -> list[bytes]:
@@ -332,15 +335,9 @@ def test_a_consumer_group_spans_the_brokers_with_its_coordinator_on_either_kind(
 
 
 def _txn_id_on(cluster: Cluster, node_id: int, prefix: str) -> str:
-    """A transactional id whose coordinator (its __transaction_state partition's leader) is `node_id`."""
     from odradek.txn_coordinator.records import partition_for  # noqa: PLC0415 - Kafka's id hash
 
-    states = _wait_leaders(cluster, "__transaction_state", 50)
-    for i in range(10_000):
-        txn_id = f"{prefix}-{i}"
-        if states[partition_for(txn_id, 50)] == node_id:
-            return txn_id
-    raise AssertionError(f"no transactional id lands on broker {node_id}")
+    return _key_on(cluster, node_id, prefix, "__transaction_state", partition_for)
 
 
 def _read_committed(bootstrap: str, topic: str, partitions: int) -> list[bytes]:
@@ -460,3 +457,29 @@ def test_the_java_broker_restarts_and_odradek_brokers_follow_its_leadership(clus
     producer.close()
     got = _read_committed(cluster.odradek[4].bootstrap, topic, 6)
     assert sorted(got) == sorted([f"before-{i}".encode() for i in range(30)] + [f"after-{i}".encode() for i in range(30)])
+
+
+@pytest.mark.parametrize("coordinator", [3, 2])
+def test_java_transactions_v2_span_the_brokers(cluster, java_client, coordinator) -> None:
+    """A Java 4.4 producer with Transactions V2 (the cluster finalizes transaction.version 2): the
+    partition leaders add partitions to the transaction on the coordinator's broker, whichever
+    kind either is; commits and aborts, read_committed exact through every broker."""
+    topic = f"tv2-topic-{coordinator}"
+    admin = KafkaAdminClient(bootstrap_servers=cluster.java.bootstrap)
+    admin.create_topics([NewTopic(topic, 6, 1)])
+    admin.close()
+    assert set(_wait_leaders(cluster, topic, 6).values()) == {2, 3, 4}
+    warm = CKProducer({"bootstrap.servers": cluster.odradek[3].bootstrap, "transactional.id": f"warm2-{coordinator}"})
+    warm.init_transactions(60)
+    del warm
+    txn_id = _txn_id_on(cluster, coordinator, f"tv2-{coordinator}")
+    client = java_client(cluster.odradek[4].bootstrap, version=KAFKA_4_4)
+    expected: list[bytes] = []
+    for round_, commit in enumerate([True, False, True]):
+        args = ["produce", "--topic", topic, "--count", "12", "--acks", "all", "--compression", "none",
+                "--value-format", f"r{round_}-%d", "--null-keys", "--transactional-id", txn_id]
+        client.run(*args, *([] if commit else ["--abort"]))
+        if commit:
+            expected += [f"r{round_}-{i}".encode() for i in range(12)]
+    for broker in cluster.brokers.values():
+        assert sorted(_read_committed(broker.bootstrap, topic, 6)) == sorted(expected)

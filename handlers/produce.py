@@ -14,7 +14,7 @@ from ..broker import now_ms
 from ..cluster_metadata import INTERNAL_TOPICS
 from ..logstore import write_pressure
 from ..logstore.partition_log import AppendInfo, PartitionLog, PendingAppend
-from ..txn_coordinator.coordinator import verify_transactional_produce
+from ..txn_coordinator.coordinator import RemoteTxnCheck, produce_refusal, verify_transactional_produce
 from ..wire.errors import ErrorCode
 from ..wire.protocol import response_class, supported_versions
 from ..wire.records import LOG_OVERHEAD, CorruptRecordError, next_batch_size
@@ -155,6 +155,12 @@ async def handle_produce(ctx: RequestContext, header, request) -> object | None:
                 await written.wait()
             refused = verify_transactional_produce(
                 broker, request.transactional_id, topic.name, index, partition_log, records, header.api_version)
+            if isinstance(refused, RemoteTxnCheck):
+                # the coordinator is on another broker of the cluster (Kafka's AddPartitionsToTxnManager)
+                code = await broker.broker_role.add_partition_to_txn(
+                    request.transactional_id, refused.producer_id, refused.producer_epoch, topic.name, index,
+                    verify_only=not refused.add)
+                refused = produce_refusal(code, refused.add)
             if refused is not None:
                 partitions.append(_partition_error(index, *refused))
                 continue

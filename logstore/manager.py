@@ -273,24 +273,14 @@ class LogManager:
         """Close and rename detached logs, then rewrite each dir's checkpoints once (not once per log:
         a checkpoint names every log of the dir, so per-log rewrites made deleting many partitions
         quadratic). Blocking file I/O: call it from a worker thread."""
-        targets = []
-        dirs: dict[int, LogDir] = {}
         with self._files_lock:
-            for lg, d in detached:
-                lg.close()
-                target = d.path / files.delete_dir_name(lg.topic, lg.partition)
-                os.rename(lg.dir, target)
+            targets = self._close_and_rename(detached, files.delete_dir_name)
+            for (lg, _d), target in zip(detached, targets, strict=True):
                 delay = lg.config.file_delete_delay_ms if delay_ms is None else delay_ms
                 self._pending_deletes.append((target, time.monotonic() + delay / 1000))
-                targets.append(target)
-                dirs[id(d)] = d
             if any(due <= time.monotonic() for _path, due in self._pending_deletes):
                 self.delete_pending_dirs()
-            # the checkpoints must not name them any more
-            for d in dirs.values():
-                self._checkpoint_dir_recovery(d)
-                self._checkpoint_dir_start(d)
-                self._forget_cleaner_offsets(d, {(lg.topic, lg.partition) for lg, ld in detached if ld is d})
+            self._forget_logs(detached, cleaner=True)
         return targets
 
     def mark_stray(self, tps: list[TopicPartition]) -> list[Path]:
@@ -298,21 +288,33 @@ class LogManager:
         `<topic>-<p>.<uuid>-stray`, kept on disk for the operator and never served. Blocking file
         I/O; the checkpoints stop naming them."""
         detached = self.detach_logs(tps)
-        targets = []
-        dirs: dict[int, LogDir] = {}
         with self._files_lock:
-            for lg, d in detached:
-                lg.close()
-                target = d.path / files.stray_dir_name(lg.topic, lg.partition)
-                os.rename(lg.dir, target)
+            targets = self._close_and_rename(detached, files.stray_dir_name)
+            for (lg, _d), target in zip(detached, targets, strict=True):
                 log.warning("Partition %s-%d is stray (the metadata does not place it on this broker); its "
                             "dir is renamed to %s", lg.topic, lg.partition, target.name)
-                targets.append(target)
-                dirs[id(d)] = d
-            for d in dirs.values():
-                self._checkpoint_dir_recovery(d)
-                self._checkpoint_dir_start(d)
+            self._forget_logs(detached, cleaner=False)
         return targets
+
+    @staticmethod
+    def _close_and_rename(detached: list[tuple[PartitionLog, LogDir]],
+                          name_of: Callable[[str, int], str]) -> list[Path]:
+        targets = []
+        for lg, d in detached:
+            lg.close()
+            target = d.path / name_of(lg.topic, lg.partition)
+            os.rename(lg.dir, target)
+            targets.append(target)
+        return targets
+
+    def _forget_logs(self, detached: list[tuple[PartitionLog, LogDir]], *, cleaner: bool) -> None:
+        """The checkpoints of each dir stop naming the detached logs (rewritten once per dir)."""
+        dirs = {id(d): d for _lg, d in detached}
+        for d in dirs.values():
+            self._checkpoint_dir_recovery(d)
+            self._checkpoint_dir_start(d)
+            if cleaner:
+                self._forget_cleaner_offsets(d, {(lg.topic, lg.partition) for lg, ld in detached if ld is d})
 
     @staticmethod
     def _forget_cleaner_offsets(d: LogDir, tps: set[TopicPartition]) -> None:

@@ -19,6 +19,7 @@ import logging
 import re
 import time
 from collections.abc import Iterable
+from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 import trio
@@ -758,13 +759,26 @@ def tv2_marker_fenced(partition_log: Any, producer_id: int, producer_epoch: int)
 PRODUCE_ADDS_PARTITIONS = 12
 
 
+@dataclass(frozen=True, slots=True)
+class RemoteTxnCheck:
+    """The first transactional batch of a producer whose coordinator is on another broker: that
+    coordinator must be asked (Kafka's AddPartitionsToTxnManager), to add the partition (`add`,
+    Produce v12+, Transactions V2) or to verify it is in the transaction."""
+
+    producer_id: int
+    producer_epoch: int
+    add: bool
+
+
 def verify_transactional_produce(broker: Any, transactional_id: str | None, topic: str, partition: int,
-                                 partition_log: Any, records: Any, version: int = 0) -> tuple[ErrorCode, str] | None:
+                                 partition_log: Any, records: Any,
+                                 version: int = 0) -> tuple[ErrorCode, str] | RemoteTxnCheck | None:
     """KIP-890 produce verification (Kafka's transaction.partition.verification.enable, on by default):
     the first transactional batch of a producer in a partition is only appended if the coordinator has
     that partition in the producer's ongoing transaction. From Produce v12 (Transactions V2) the
     partition is added to the transaction instead, whatever that config says. Returns (error,
-    message) to refuse the batch, else None.
+    message) to refuse the batch, None to append it, or a `RemoteTxnCheck` when the coordinator is
+    on another broker (the caller asks it, then `produce_refusal`).
 
     Reads four header fields only; later batches of the same transaction skip the check (the
     partition's producer state already shows the open transaction), as in Kafka.
@@ -785,30 +799,37 @@ def verify_transactional_produce(broker: Any, transactional_id: str | None, topi
         return None
     coordinator = broker.coordinators.get("transactions")
     if coordinator is not None and coordinator.owns is not None and not coordinator.owns(transactional_id):
-        # the coordinator is on another broker: Kafka asks it (AddPartitionsToTxn verify_only); not
-        # done yet, the batch is taken unverified
-        return None
+        return RemoteTxnCheck(producer_id, producer_epoch, add)
     if coordinator is None or not coordinator.active:
         code = ErrorCode.COORDINATOR_NOT_AVAILABLE
     elif add:
         try:
             coordinator.add_partitions(transactional_id, producer_id, producer_epoch, [(topic, partition)],
                                        client_tv=2)
-            return None
+            code = ErrorCode.NONE
         except TxnError as exc:
             code = exc.code
-        if code == ErrorCode.PRODUCER_FENCED:
-            # AddPartitionsToTxnManager: what a produce answers for a fenced epoch
-            return ErrorCode.INVALID_PRODUCER_EPOCH, code.name
-        if code == ErrorCode.CONCURRENT_TRANSACTIONS:
-            # not made NOT_ENOUGH_REPLICAS for TV2: the producer retries it (the last commit's
-            # markers are still being written)
-            return code, code.name
     else:
         code = coordinator.verify_partitions(transactional_id, producer_id, producer_epoch,
                                              [(topic, partition)])[(topic, partition)]
+    return produce_refusal(code, add)
+
+
+def produce_refusal(code: ErrorCode | int, add: bool) -> tuple[ErrorCode, str] | None:
+    """What a produce answers for the coordinator's code about its partition (ReplicaManager and
+    AddPartitionsToTxnManager): None to append, else (error, message)."""
     if code == ErrorCode.NONE:
         return None
+    if not isinstance(code, ErrorCode):
+        code = ErrorCode(code) if code in ErrorCode._value2member_map_ else ErrorCode.UNKNOWN_SERVER_ERROR
+    if code == ErrorCode.PRODUCER_FENCED:
+        return ErrorCode.INVALID_PRODUCER_EPOCH, code.name  # a fenced epoch, as a produce says it
+    if code == ErrorCode.TRANSACTION_ABORTABLE and not add:
+        code = ErrorCode.INVALID_TXN_STATE  # a remote Kafka coordinator's "not in the transaction"
+    if code == ErrorCode.CONCURRENT_TRANSACTIONS and add:
+        # not made NOT_ENOUGH_REPLICAS for TV2: the producer retries it (the last end's markers
+        # are still being written)
+        return code, code.name
     mapped, retriable = _PRODUCE_ERRORS.get(code, (code, False))
     if mapped == ErrorCode.INVALID_TXN_STATE:
         return mapped, "Partition was not added to the transaction"
