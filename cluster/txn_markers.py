@@ -107,7 +107,9 @@ class TransactionMarkerChannelManager:
         body = req(markers=[req.WritableTxnMarker(
             producer_id=meta.producer_id, producer_epoch=meta.producer_epoch, transaction_result=commit,
             topics=[req.WritableTxnMarkerTopic(name=t, partition_indexes=ps) for t, ps in topics.items()],
-            coordinator_epoch=coordinator_epoch)])
+            coordinator_epoch=coordinator_epoch,
+            # WriteTxnMarkers v2: the leader checks a V2 marker's epoch by the V2 rules
+            transaction_version=getattr(meta, "client_txn_version", 0))])
         _v, resp = await conn.request(WRITE_TXN_MARKERS, body)
         written: set[tuple[str, int]] = set()
         for result in resp.markers:
