@@ -665,7 +665,8 @@ class CleanerFilter:
             held = marks[base - dirty_start:last - dirty_start + 1]
             n_kept = len(held) - held.count(0)
             n_tombs = held.count(2) if tombs else 0
-            if n_kept == n and not n_tombs:
+            if n_kept == n and n and not n_tombs:
+                # (an empty batch, left by an earlier cleaning, keeps nothing: see below)
                 output += view[p:pos]
                 res.retained(t[8], last, last, n)
             elif n_kept:

@@ -25,6 +25,7 @@ from odradek.wire.records import (
     SimpleRecord,
     build_batch,
     build_end_txn_marker_batch,
+    iter_batches,
     parse_batch_header,
 )
 
@@ -139,6 +140,10 @@ def run(path: Path, seed: int, batch_paths: bool, props: dict[str, str], dedupe:
     states = []
     for rnd in range(4):
         writer.write(60)
+        if rnd == 2:
+            # a lost checkpoint: the next round takes cleaned data (empty producer batches,
+            # rebuilt batches) for dirty again
+            (path / "cleaner-offset-checkpoint").unlink()
         # several cleanings per round: a small map covers part of the dirty section each time,
         # and later ones pass the delete horizons of earlier ones
         for i in range(3):
@@ -220,3 +225,38 @@ def test_rebuilt_batch_is_what_a_fresh_build_of_the_kept_records_gives(codec: Co
         expected = build_batch([recs[i] for i in sorted(keep)], base_offset=500, compression=codec,
                                offset_deltas=sorted(keep))
         assert rebuild_located(h, block, located, None) == expected
+
+
+def _empty_batch_then_lost_checkpoint(path: Path, batch_paths: bool) -> dict[str, bytes]:
+    cfg = LogConfig.from_props(PROPS)
+    mgr = LogManager([path], LogConfig(), topic_config=lambda _t: cfg)
+    mgr.startup()
+    lg = mgr.create_log("t", 0, TOPIC_ID, cfg)
+    lg.become_leader(0)
+    cleaner = LogCleaner(mgr, CleanerConfig())
+    cleaner.cleaner.batch_paths = batch_paths
+
+    def idempotent(key: bytes, seq: int) -> None:
+        lg.append_as_leader(bytearray(build_batch([SimpleRecord(b"v", key, (), T0 + seq)], producer_id=7,
+                                                  producer_epoch=0, base_sequence=seq)), 0, T0)
+
+    idempotent(b"a", 0)
+    lg.append_as_leader(bytearray(build_batch([SimpleRecord(b"w", b"a", (), T0 + 1)])), 0, T0)
+    lg.roll()
+    cleaner.clean_filthiest(T0 + 10)  # producer 7's only batch stays as an empty header
+    idempotent(b"b", 1)
+    lg.append_as_leader(bytearray(build_batch([SimpleRecord(b"x", b"c", (), T0 + 2)])), 0, T0)
+    lg.roll()
+    (path / "cleaner-offset-checkpoint").unlink()  # the cleaned data counts as dirty again
+    cleaner.clean_filthiest(T0 + 20)
+    mgr.shutdown()
+    return snapshot(path)
+
+
+def test_an_empty_batch_read_as_dirty_goes_once_its_producer_moved_on(tmp_path: Path) -> None:
+    fast = _empty_batch_then_lost_checkpoint(tmp_path / "fast", True)
+    slow = _empty_batch_then_lost_checkpoint(tmp_path / "slow", False)
+    assert fast == slow
+    logs = b"".join(v for k, v in sorted(fast.items()) if k.endswith(".log"))
+    headers = [b.header() for b in iter_batches(logs)]
+    assert not [h for h in headers if h.record_count == 0]  # no longer producer 7's last batch
