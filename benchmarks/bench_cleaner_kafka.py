@@ -1,12 +1,11 @@
 """Issue #28's compaction case on Apache Kafka and on Odradek's cleaner, in the same run.
 
-Run: `python benchmarks/bench_cleaner_kafka.py [--version 3.9.1] [--records 1000000] [--keys 100000]`
-(needs the Kafka jars of `compat-tests/kafka_oracle.py`, i.e. `.ci/fetch-tools.sh`).
+Run: `python benchmarks/bench_cleaner_kafka.py [--version 3.9.1] [--case 6] [--records 1000000]
+[--warm-up]` (needs the Kafka jars of `compat-tests/kafka_oracle.py`, i.e. `.ci/fetch-tools.sh`).
 
-Kafka: a single-node broker gets a compacted topic (8 MiB segments, `min.compaction.lag.ms` high so
-nothing is cleaned while it fills) and the same layout of batches as `bench_cleaner.py` writes
-(10 records of 100 B per batch, keys `key-NNNNNNNN`, no compression), one Produce request per
-batch; then the lag is lifted and the cleaner's own statistics are read from its log ("X MB of
+Kafka: a single-node broker gets a compacted topic (the case's segment size, `min.compaction.lag.ms`
+high so nothing is cleaned while it fills) and the batches `bench_cleaner.py` writes for the case
+(`bench_cleaner.case_batches`, stamped with the current time), one Produce request per batch; then the lag is lifted and the cleaner's own statistics are read from its log ("X MB of
 log processed in Y seconds (Z MB/sec)", with the map and copy phases). Kafka's dirty section stops
 before its active segment; Odradek's case rolls it, so compare MB/s, not seconds.
 Odradek: `bench_cleaner.run` on the same case, in this process, right after. With `--warm-up`
@@ -17,7 +16,6 @@ from __future__ import annotations
 
 import argparse
 import os
-import random
 import re
 import shutil
 import sys
@@ -34,7 +32,6 @@ from kafka_oracle import KafkaBroker  # noqa: E402
 
 from odradek.tools.client import BrokerConnection  # noqa: E402
 from odradek.wire.protocol import request_class  # noqa: E402
-from odradek.wire.records import SimpleRecord, build_batch  # noqa: E402
 
 Produce = request_class(0)
 TOPIC = "bench-compact"
@@ -47,21 +44,6 @@ _STATS = re.compile(
 
 def _num(text: str) -> float:
     return float(text.replace(",", ""))
-
-
-def batches(records: int, keys: int, value_bytes: int, per_batch: int = 10) -> list[bytes]:
-    # the layout bench_cleaner.run appends (same seed, same keys), but stamped now: with its
-    # 2023 timestamps every segment would be past min.compaction.lag.ms at once, and Kafka would
-    # clean while the topic fills
-    rng = random.Random(1)
-    value = os.urandom(value_bytes)
-    t0 = int(time.time() * 1000)
-    out = []
-    for start in range(0, records, per_batch):
-        recs = [SimpleRecord(value, b"key-%08d" % rng.randrange(keys), (), t0 + i)
-                for i in range(start, min(start + per_batch, records))]
-        out.append(build_batch(recs))
-    return out
 
 
 def _produce_all(bootstrap: str, data: list[bytes], topic: str = TOPIC) -> None:
@@ -137,34 +119,35 @@ def run_kafka(version: str, workdir: Path, data: list[bytes], segment_bytes: int
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--version", default="3.9.1")
-    ap.add_argument("--records", type=int, default=1_000_000)
-    ap.add_argument("--keys", type=int, default=100_000)
-    ap.add_argument("--value-bytes", type=int, default=100)
-    ap.add_argument("--segment-bytes", type=int, default=8 << 20)
+    ap.add_argument("--case", type=int, default=6,
+                    help="a case of bench_cleaner.py (default 6, issue #28's; not 5, the throttled one)")
+    ap.add_argument("--records", type=int, default=1_000_000, help="records of the scaled cases (not 6)")
     ap.add_argument("--dir", type=Path, default=None)
     ap.add_argument("--skip-odradek", action="store_true")
     ap.add_argument("--warm-up", action="store_true",
                     help="Kafka cleans a copy of the data first (JIT warm), the second cleaning is measured")
     args = ap.parse_args()
+    case = bench_cleaner.all_cases(args.records)[args.case]
+    if case.rate != float("inf"):
+        ap.error("the throttled case needs the broker-wide throttle; not run beside Kafka")
     base = Path(tempfile.mkdtemp(prefix="bench-cleaner-kafka-", dir=args.dir))
     try:
-        data = batches(args.records, args.keys, args.value_bytes)
-        kafka = run_kafka(args.version, base / "kafka", data, args.segment_bytes, args.warm_up)
+        # stamped now: with bench_cleaner's 2023 timestamps every segment would be past
+        # min.compaction.lag.ms at once, and Kafka would clean while the topic fills
+        data = list(bench_cleaner.case_batches(case, int(time.time() * 1000)))
+        kafka = run_kafka(args.version, base / "kafka", data, case.segment_bytes, args.warm_up)
         del data
-        ours = None
-        if not args.skip_odradek:
-            case = bench_cleaner.Case("same case", args.records, args.keys, args.value_bytes,
-                                      segment_bytes=args.segment_bytes)
-            ours = bench_cleaner.run(case, base / "odradek")
+        ours = None if args.skip_odradek else bench_cleaner.run(case, base / "odradek")
     finally:
         shutil.rmtree(base, ignore_errors=True)
     mib = 1024 * 1024
-    print(f"# Log cleaner, Kafka {args.version} and Odradek: {args.records:,} records of {args.value_bytes} B "
-          f"over {args.keys:,} keys, {args.segment_bytes // mib} MiB segments\n")
+    print(f"# Log cleaner, Kafka {args.version} and Odradek: {case.name}, {case.records:,} records over "
+          f"{case.keys:,} keys, {case.segment_bytes / mib:g} MiB segments\n")
     print("| broker | dirty MiB | round s | map s | rewrite s | dirty MiB/s | load at start |")
     print("|---|---|---|---|---|---|---|")
-    print(f"| Kafka {args.version}{' (warmed up)' if args.warm_up else ''} | {kafka['dirty_mib']:.1f} | {kafka['round_s']:.2f} | {kafka['map_s']:.1f} "
-          f"| {kafka['copy_s']:.1f} | {kafka['mib_s']:.1f} | {kafka['load']:.1f} |")
+    print(f"| Kafka {args.version}{' (warmed up)' if args.warm_up else ''} | {kafka['dirty_mib']:.1f} "
+          f"| {kafka['round_s']:.2f} | {kafka['map_s']:.1f} | {kafka['copy_s']:.1f} | {kafka['mib_s']:.1f} "
+          f"| {kafka['load']:.1f} |")
     if ours is not None:
         dirty = float(ours["before_log"]) / mib  # type: ignore[arg-type]
         print(f"| Odradek | {dirty:.1f} | {ours['elapsed']:.2f} | {ours['map_s']:.2f} | {ours['copy_s']:.2f} "
