@@ -15,6 +15,7 @@ import time
 import uuid
 
 import pytest
+from client_helpers import read_committed
 from confluent_kafka import Consumer, KafkaError, Producer, TopicPartition
 from confluent_kafka.admin import AdminClient, NewTopic
 
@@ -165,21 +166,7 @@ def test_mixed_batch_to_compacted_topic_fails_only_the_named_records(broker_fact
 
 def _committed_output(bootstrap: str, topic: str, partitions: int) -> list[str]:
     """Every value a read_committed consumer finds in `topic`."""
-    consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": f"read-{uuid.uuid4().hex[:6]}",
-                         "enable.auto.commit": False, "isolation.level": "read_committed"})
-    consumer.assign([TopicPartition(topic, p, 0) for p in range(partitions)])
-    out: list[str] = []
-    idle_until = time.monotonic() + 3
-    deadline = time.monotonic() + 60
-    try:
-        while time.monotonic() < min(idle_until, deadline):
-            for m in consumer.consume(500, timeout=0.5):
-                assert m.error() is None, m.error()
-                out.append(m.value().decode())
-                idle_until = time.monotonic() + 3
-    finally:
-        consumer.close()
-    return out
+    return [v.decode() for v in read_committed(bootstrap, topic, partitions)]
 
 
 @pytest.mark.parametrize("kind", [pytest.param("kafka", marks=pytest.mark.oracle), "odradek"])

@@ -8,12 +8,11 @@ import json
 import os
 import shutil
 import subprocess
-import time
-import uuid
 from pathlib import Path
 
 import pytest
-from confluent_kafka import Consumer, Producer, TopicPartition
+from client_helpers import read_committed
+from confluent_kafka import Producer
 from confluent_kafka.admin import AdminClient, NewTopic
 from kafka_oracle import CACHE_DIR, in_ci
 
@@ -40,21 +39,7 @@ def _txn848() -> Path:
 
 
 def _read_committed(bootstrap: str, topic: str, partitions: int) -> list[str]:
-    consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": f"read-{uuid.uuid4().hex[:6]}",
-                         "enable.auto.commit": False, "isolation.level": "read_committed"})
-    consumer.assign([TopicPartition(topic, p, 0) for p in range(partitions)])
-    out: list[str] = []
-    idle_until = time.monotonic() + 3
-    deadline = time.monotonic() + 60
-    try:
-        while time.monotonic() < min(idle_until, deadline):
-            for m in consumer.consume(500, timeout=0.5):
-                assert m.error() is None, m.error()
-                out.append(m.value().decode())
-                idle_until = time.monotonic() + 3
-    finally:
-        consumer.close()
-    return out
+    return [v.decode() for v in read_committed(bootstrap, topic, partitions)]
 
 
 def _finalized_transaction_version(broker) -> int:
