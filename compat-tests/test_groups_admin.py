@@ -7,7 +7,6 @@ import pytest
 from test_groups_helpers import (
     GROUP_BROKER_OVERRIDES,
     ConfluentConsumer,
-    KafkaPythonConsumer,
     produce,
     wait_for,
 )
@@ -37,7 +36,10 @@ def test_list_describe_delete_offsets_and_groups(broker):
         simple = KafkaConsumer(bootstrap_servers=bootstrap, group_id=group, enable_auto_commit=False)
         simple.commit({tp: OffsetAndMetadata(3, "m", -1)})
         simple.close()
-    member = KafkaPythonConsumer("admin-member", bootstrap, "admin-live", "admin-a", "range")
+    # librdkafka as the live member: a kafka-python member here stalls after its leader rejoin in
+    # about 1 run of 5 on Odradek (never on Kafka 4.1.1 in 10 runs) with neither SyncGroup nor
+    # heartbeats sent; under investigation (see the session note), kept out of this admin test
+    member = ConfluentConsumer("admin-member", bootstrap, "admin-live", "admin-a", "range")
     member.start()
     admin = KafkaAdminClient(bootstrap_servers=bootstrap)
     try:

@@ -156,7 +156,7 @@ def test_odradek_observer_registers_is_unfenced_and_copies_the_metadata_log(clus
     java.stop()
     ours = _batches(tmp_path / "odradek3" / MD)
     theirs = _batches(java.log_dir / MD)
-    assert len(ours) > 10
+    assert len(ours) >= 5  # leader change, bootstrap, registrations, the topic, the shutdown
     assert theirs[: len(ours)] == ours
     for name in ("leader-epoch-checkpoint", "quorum-state"):
         assert (tmp_path / "odradek3" / MD / name).read_bytes() == (java.log_dir / MD / name).read_bytes()
