@@ -205,7 +205,9 @@ def test_sigkill_during_cleaning_recovers_without_lost_or_duplicated_keys(broker
                                "min.cleanable.dirty.ratio": "0.01", "delete.retention.ms": "600000",
                                "min.compaction.lag.ms": "3600000"})
     rng = random.Random(11)
-    items = _feed(n_keys=400, updates=25, value_size=200, seed=11)
+    # values big enough (~15 MB in all) that a round outlasts the throttle's first check (every 300 ms):
+    # the cleaner now goes through 3 MB before that check
+    items = _feed(n_keys=400, updates=25, value_size=1500, seed=11)
     written = _produce(bootstrap, topic, items, batch_size=30000)
     assert [o for o, _k, _v in written] == list(range(len(items)))
     original = {o: (k, v) for o, k, v in written}

@@ -82,7 +82,8 @@ def test_librdkafka_compressed_batches(codec: str) -> None:
             codecs.add(b.compression)
             got.extend(b.records())
             offset = b.next_offset
-    assert codecs == {CompressionType[codec.upper()]}
+    # by value: in a full CI run the enum once came from a second copy of the module (not traced yet)
+    assert {int(c) for c in codecs} == {int(CompressionType[codec.upper()])}
     assert [r.offset for r in got] == list(range(N))
     for i, r in enumerate(got):
         assert (r.key, r.value, r.timestamp) == (b"k%d" % i, _value(i), 1700000000000 + i)
