@@ -82,8 +82,10 @@ def test_librdkafka_compressed_batches(codec: str) -> None:
             codecs.add(b.compression)
             got.extend(b.records())
             offset = b.next_offset
-    # by value: in a full CI run the enum once came from a second copy of the module (not traced yet)
-    assert {int(c) for c in codecs} == {int(CompressionType[codec.upper()])}
+    # librdkafka sends a batch uncompressed when the codec would not make it smaller (a small last
+    # batch under load): the codec is there, and nothing else but NONE
+    wanted = int(CompressionType[codec.upper()])
+    assert wanted in {int(c) for c in codecs} and {int(c) for c in codecs} <= {wanted, int(CompressionType.NONE)}
     assert [r.offset for r in got] == list(range(N))
     for i, r in enumerate(got):
         assert (r.key, r.value, r.timestamp) == (b"k%d" % i, _value(i), 1700000000000 + i)
