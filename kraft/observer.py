@@ -101,10 +101,8 @@ class MetadataObserver:
         state = QuorumState.read(self.log.dir)
         if state is not None:
             self.leader_epoch = state.leader_epoch
-        self._pending = list(self._records_from(self._first_unapplied()))
-
-    def _first_unapplied(self) -> int:
-        return self.log.log_start_offset
+        # the local copy is applied once the leader says how much of it is committed
+        self._pending = self._records_from(self.log.log_start_offset)
 
     def _records_from(self, offset: int) -> list[tuple[int, MetadataRecord]]:
         """The metadata records of the local log from `offset` (strictly decoded)."""
