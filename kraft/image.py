@@ -6,8 +6,9 @@ dropped on AbortTransactionRecord or when the log ends inside the transaction, a
 controller does. SCRAM credentials (UserScramCredentialRecord / RemoveUserScramCredentialRecord)
 are kept in ``scram``, ACL bindings (AccessControlEntryRecord / RemoveAccessControlEntryRecord) in
 ``acls``, as Kafka's AclsImage holds them, so that whatever writes the image out (a snapshot) carries
-them: :meth:`MetadataImage.acl_records`. Record types Odradek has no use for here (NoOp, quotas, ...)
-are counted and skipped.
+them: :meth:`MetadataImage.acl_records`. Delegation tokens (DelegationTokenRecord /
+RemoveDelegationTokenRecord) are kept in ``delegation_tokens``. Record types Odradek has no use
+for here (NoOp, quotas, ...) are counted and skipped.
 """
 
 from __future__ import annotations
@@ -67,6 +68,8 @@ class MetadataImage:
         self.scram: dict[tuple[int, str], Any] = {}
         #: AccessControlEntryRecords by their id (16 bytes), in the order they were created
         self.acls: dict[bytes, Any] = {}
+        #: DelegationTokenRecords by token id (Kafka's DelegationTokenImage)
+        self.delegation_tokens: dict[str, Any] = {}
         self.skipped: Counter[str] = Counter()
         self.records_applied = 0
         self._txn: list[MetadataRecord] | None = None
@@ -253,6 +256,12 @@ class MetadataImage:
     def _on_RemoveAccessControlEntryRecord(self, m: Any) -> None:  # noqa: N802
         if self.acls.pop(_acl_id(m.id), None) is None:
             log.warning("RemoveAccessControlEntryRecord for ACL %s that does not exist", m.id)
+
+    def _on_DelegationTokenRecord(self, m: Any) -> None:  # noqa: N802
+        self.delegation_tokens[m.token_id] = m
+
+    def _on_RemoveDelegationTokenRecord(self, m: Any) -> None:  # noqa: N802
+        self.delegation_tokens.pop(m.token_id, None)
 
 
 def _acl_id(value: Any) -> bytes:
