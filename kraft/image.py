@@ -7,8 +7,9 @@ controller does. SCRAM credentials (UserScramCredentialRecord / RemoveUserScramC
 are kept in ``scram``, ACL bindings (AccessControlEntryRecord / RemoveAccessControlEntryRecord) in
 ``acls``, as Kafka's AclsImage holds them, so that whatever writes the image out (a snapshot) carries
 them: :meth:`MetadataImage.acl_records`. Delegation tokens (DelegationTokenRecord /
-RemoveDelegationTokenRecord) are kept in ``delegation_tokens``. Record types Odradek has no use
-for here (NoOp, quotas, ...) are counted and skipped.
+RemoveDelegationTokenRecord) are kept in ``delegation_tokens``, ClientQuotaRecords in
+``client_quotas`` (Kafka's ClientQuotasImage). Record types Odradek has no use for here (NoOp, ...)
+are counted and skipped.
 """
 
 from __future__ import annotations
@@ -68,6 +69,10 @@ class MetadataImage:
         self.scram: dict[tuple[int, str], Any] = {}
         #: AccessControlEntryRecords by their id (16 bytes), in the order they were created
         self.acls: dict[bytes, Any] = {}
+        #: ClientQuotaRecords as Kafka's ClientQuotasImage holds them: entity (sorted (type, name or
+        #: None for the default) pairs) -> quota key -> value; `client_quotas_version` counts changes
+        self.client_quotas: dict[tuple[tuple[str, str | None], ...], dict[str, float]] = {}
+        self.client_quotas_version = 0
         #: DelegationTokenRecords by token id (Kafka's DelegationTokenImage)
         self.delegation_tokens: dict[str, Any] = {}
         self.skipped: Counter[str] = Counter()
@@ -262,6 +267,18 @@ class MetadataImage:
 
     def _on_RemoveDelegationTokenRecord(self, m: Any) -> None:  # noqa: N802
         self.delegation_tokens.pop(m.token_id, None)
+
+    def _on_ClientQuotaRecord(self, m: Any) -> None:  # noqa: N802
+        entity = tuple(sorted((e.entity_type, e.entity_name) for e in m.entity))
+        if m.remove:
+            quotas = self.client_quotas.get(entity)
+            if quotas is not None:
+                quotas.pop(m.key, None)
+                if not quotas:
+                    del self.client_quotas[entity]
+        else:
+            self.client_quotas.setdefault(entity, {})[m.key] = m.value
+        self.client_quotas_version += 1
 
 
 def _acl_id(value: Any) -> bytes:
