@@ -173,6 +173,12 @@ BROKER_CONFIGS: dict[str, ConfigKey] = _keys(
     _k("authorizer.class.name", _str, "", "org.apache.kafka.metadata.authorizer.StandardAuthorizer enables ACLs."),
     _k("super.users", _str, "", "Principals allowed everything, separated by ';' (User:admin;User:ops)."),
     _k("allow.everyone.if.no.acl.found", _bool, False, "Allow access to resources that have no ACL at all."),
+    # delegation tokens (docs/security.md): disabled unless the secret is set
+    _k("delegation.token.secret.key", _str, None,
+       "Secret of the delegation tokens' HMACs (HMAC-SHA512); without it tokens are disabled."),
+    _k("delegation.token.max.lifetime.ms", _long, 604800000, "Longest lifetime of a delegation token."),
+    _k("delegation.token.expiry.time.ms", _long, 86400000, "How long a token lives before it must be renewed."),
+    _k("delegation.token.expiry.check.interval.ms", _long, 3600000, "How often expired tokens are removed."),
     _k("offsets.topic.num.partitions", _long, 50, "Partitions of __consumer_offsets."),
     _k("offsets.topic.replication.factor", _long, 1, "Accepted for compatibility."),
     _k("offsets.topic.segment.bytes", _long, 104857600, "segment.bytes of __consumer_offsets."),

@@ -207,6 +207,9 @@ def _describe_topic(ctx: RequestContext, resource, version: int, include_synonym
                   resource_name=resource.resource_name, configs=configs)
 
 
+_SENSITIVE_BROKER_CONFIGS = frozenset({"delegation.token.secret.key"})
+
+
 def _describe_broker(ctx: RequestContext, resource, version: int, include_docs: bool) -> object:
     Result = DescribeConfigsResponse.DescribeConfigsResult
     Entry = DescribeConfigsResponse.DescribeConfigsResourceResult
@@ -222,11 +225,13 @@ def _describe_broker(ctx: RequestContext, resource, version: int, include_docs: 
                 continue
             is_set = broker.config.is_set(name)
             value = broker.config.get(name)
+            sensitive = name in _SENSITIVE_BROKER_CONFIGS  # Kafka's PASSWORD configs: never shown
             configs.append(
                 Entry(
-                    name=name, value=None if value is None else format_config_value(value), read_only=True,
+                    name=name, value=None if value is None or sensitive else format_config_value(value),
+                    read_only=True,
                     is_default=not is_set and version == 0, config_source=(SOURCE_STATIC_BROKER if is_set else SOURCE_DEFAULT) if version >= 1 else -1,
-                    is_sensitive=False, synonyms=[],
+                    is_sensitive=sensitive, synonyms=[],
                     config_type={"LONG": TYPE_LONG, "BOOLEAN": TYPE_BOOLEAN, "LIST": TYPE_LIST}.get(spec.kafka_type, TYPE_STRING)
                     if version >= 3 else 0,
                     documentation=spec.doc if include_docs and version >= 3 else None,

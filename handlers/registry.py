@@ -87,6 +87,7 @@ _HANDLER_MODULES = (
     "replica_log_dirs",
     "config_resources",
     "txn_markers",
+    "delegation_tokens",
 )
 
 

@@ -268,8 +268,9 @@ _FREE = {18, 17, 36, 60, 71, 72}
 # per-transactional-id errors in the middle of their answers): FindCoordinator, OffsetFetch,
 # DescribeGroups, ListGroups, DeleteGroups, OffsetDelete, ConsumerGroupDescribe, the config APIs,
 # AddPartitionsToTxn, AddOffsetsToTxn, EndTxn, TxnOffsetCommit, DescribeProducers,
-# DescribeTransactions, ListTransactions
-_IN_HANDLER = {10, 9, 15, 16, 42, 47, 69, 32, 33, 44, 24, 25, 26, 28, 61, 65, 66}
+# DescribeTransactions, ListTransactions, the delegation token APIs (CREATE_TOKENS / DESCRIBE_TOKENS
+# on the user, owner and renewer checks)
+_IN_HANDLER = {10, 9, 15, 16, 42, 47, 69, 32, 33, 44, 24, 25, 26, 28, 61, 65, 66, 38, 39, 40, 41}
 # APIs guarded here with Kafka's resource-level errors
 _GROUP_READ = {11: "JoinGroup", 12: "Heartbeat", 13: "LeaveGroup", 14: "SyncGroup", 68: "ConsumerGroupHeartbeat"}
 

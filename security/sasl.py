@@ -12,7 +12,8 @@ Kafka's SaslServerAuthenticator state machine, as clients see it:
    v0 tokens: the connection is just closed).
 
 Any other request before authentication closes the connection. Mechanisms: PLAIN (users from the
-JAAS config, ``user_<name>="<password>"``), SCRAM-SHA-256 and SCRAM-SHA-512 (see :mod:`.scram`).
+JAAS config, ``user_<name>="<password>"``), SCRAM-SHA-256 and SCRAM-SHA-512 (see :mod:`.scram`;
+with the ``tokenauth=true`` extension a delegation token logs in, :mod:`.delegation_tokens`).
 GSSAPI and OAUTHBEARER are not implemented: a handshake for them is refused like an unknown one.
 """
 
@@ -26,6 +27,7 @@ from typing import Any
 
 from ..wire.errors import ErrorCode
 from . import Session, listener_config
+from .delegation_tokens import token_manager
 from .scram import MECHANISM_TYPES, ScramCredential, ScramError, ScramServer, parse_add_scram
 from .scram import MECHANISMS as SCRAM_MECHANISMS
 
@@ -137,6 +139,8 @@ class SaslServerAuthenticator:
         self.complete = False
         self.expects_raw_token = False
         self.handshake_done = False
+        #: authenticated with a delegation token (Kafka's KafkaPrincipal.tokenAuthenticated)
+        self.token_authenticated = False
 
     @classmethod
     def factory(cls, broker: Any, listener_name: str) -> Callable[[Session], SaslServerAuthenticator]:
@@ -159,11 +163,12 @@ class SaslServerAuthenticator:
                             listener_name)
         store = credential_store(broker)
         usable = [m for m in mechanisms if m in SUPPORTED]
+        tokens = token_manager(broker)
 
         def make_server(mechanism: str) -> Any:
             if mechanism == "PLAIN":
                 return PlainServer(plain_users)
-            return ScramServer(mechanism, store.lookup)
+            return ScramServer(mechanism, store.lookup, tokens.scram_login)
 
         return lambda session: cls(session, usable, make_server)
 
@@ -219,4 +224,5 @@ class SaslServerAuthenticator:
             self.complete = True
             self.expects_raw_token = False
             self.session.principal = f"User:{self.server.username}"
+            self.token_authenticated = getattr(self.server, "token_authenticated", False)
             log.debug("%s authenticated as %s with %s", self.session.peer, self.session.principal, self.mechanism)

@@ -177,13 +177,17 @@ def _decode_saslname(name: str) -> str:
 class ScramServer:
     """One server-side SCRAM exchange: client-first -> server-first, client-final -> server-final."""
 
-    def __init__(self, mechanism: str, lookup) -> None:
+    def __init__(self, mechanism: str, lookup, token_lookup=None) -> None:
         self.mechanism = mechanism
         self.algorithm = MECHANISMS[mechanism]
         self.lookup = lookup  # (mechanism, user) -> ScramCredential | None
+        # (mechanism, token id) -> (ScramCredential, owner name) | None: logins with tokenauth=true
+        self.token_lookup = token_lookup
         self.state = "first"
         self.username = ""
         self.complete = False
+        #: the login used a delegation token (``username`` is then the token's owner)
+        self.token_authenticated = False
 
     def evaluate(self, message: bytes) -> bytes:
         """The reply to the client's next message; raises ScramError when authentication fails."""
@@ -212,7 +216,16 @@ class ScramServer:
         client_nonce = parts[3][2:]
         if not client_nonce:
             raise ScramError("Invalid SCRAM client nonce")
-        self.credential = self.lookup(self.mechanism, self.username)
+        extensions = dict(p.split("=", 1) for p in parts[4:] if "=" in p)
+        if extensions.get("tokenauth", "").lower() == "true":
+            # a delegation token: the user name is the token id, the password its base64 HMAC
+            found = self.token_lookup(self.mechanism, self.username) if self.token_lookup else None
+            if found is None:
+                raise ScramError(f"Token Authentication failed: Invalid tokenId : {self.username}")
+            self.credential, self.username = found
+            self.token_authenticated = True
+        else:
+            self.credential = self.lookup(self.mechanism, self.username)
         if self.credential is None:
             raise ScramError(f"Authentication failed: Invalid user credentials for {self.username}")
         self.nonce = client_nonce + base64.b64encode(os.urandom(24)).decode()
