@@ -34,6 +34,7 @@ def _serve(args: argparse.Namespace) -> int:
 
     load_handlers()
     broker = Broker(config)
+    console = _start_console(args, config)
     # Worker threads (fsync, log creation, codec compilation) hold the GIL for up to the switch
     # interval while the event loop waits for it: 1 ms instead of CPython's 5 ms keeps that wait
     # under the loop's stall budget. Only the broker process is changed, not an embedding one.
@@ -46,7 +47,44 @@ def _serve(args: argparse.Namespace) -> int:
         # the log dirs cannot be served: say why in one line, like Kafka's fatal start-up errors
         print(f"odradek serve: {exc}", file=sys.stderr)
         return 1
+    finally:
+        if console is not None:
+            from .console.main import stop_child
+
+            stop_child(console)
     return 0
+
+
+def _start_console(args: argparse.Namespace, config: object) -> object | None:
+    """`serve --console`: the web console as a child process (never in the broker's event loop)."""
+    if args.console is None:
+        return None
+    from .console.main import console_bootstrap, start_child
+
+    bootstrap = console_bootstrap(config)
+    if bootstrap is None:
+        print("odradek serve: --console needs a PLAINTEXT listener; run `odradek console --command-config ...` "
+              "for a secured one", file=sys.stderr)
+        return None
+    return start_child(bootstrap, args.console)
+
+
+def _console(args: argparse.Namespace) -> int:
+    from .console.main import run
+
+    return run(args)
+
+
+def _add_console(sub: argparse._SubParsersAction, selected: str | None) -> None:
+    help_text = "a web console for topics, messages, groups and lag (any Kafka cluster; docs/console.md)"
+    if selected != "console":
+        sub.add_parser("console", help=help_text, add_help=False)
+        return
+    from .console.main import add_arguments
+
+    console = sub.add_parser("console", help=help_text, description=help_text)
+    add_arguments(console)
+    console.set_defaults(func=_console)
 
 
 def _dump_log(args: argparse.Namespace, rest: list[str]) -> int:
@@ -120,6 +158,15 @@ def build_parser(selected: str | None = None) -> argparse.ArgumentParser:
         metavar="key=value",
         help="override a config from the properties file (repeatable)",
     )
+    serve.add_argument(
+        "--console",
+        nargs="?",
+        type=int,
+        const=8080,
+        default=None,
+        metavar="PORT",
+        help="also start the web console on 127.0.0.1:PORT (default 8080), stopped with the broker",
+    )
     serve.set_defaults(func=_serve)
     storage = sub.add_parser(
         "storage",
@@ -137,12 +184,13 @@ def build_parser(selected: str | None = None) -> argparse.ArgumentParser:
     )
     dump.set_defaults(func=None, passthrough=_dump_log)
     _add_client_tools(sub, selected)
+    _add_console(sub, selected)
     return parser
 
 
 def main(argv: Sequence[str] | None = None) -> int:
     argv = list(sys.argv[1:] if argv is None else argv)
-    tool_names = {command for command, _, _ in CLIENT_TOOLS}
+    tool_names = {command for command, _, _ in CLIENT_TOOLS} | {"console"}
     parser = build_parser(next((a for a in argv if a in tool_names), None))
     args, rest = parser.parse_known_args(argv)
     level = getattr(logging, str(args.log_level).upper().replace("WARN", "WARNING"), logging.INFO)
