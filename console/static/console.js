@@ -132,12 +132,12 @@ function parseKeyValues(text) {
 
 async function createTopic(event) {
   event.preventDefault();
-  const f = event.target;
+  const f = event.target.elements;  // not the form itself: a form's own `name` hides the input's
   try {
-    const name = f.name.value.trim();
+    const name = f["name"].value.trim();
     await send("POST", "/topics", {
-      name, partitions: f.partitions.value, replication_factor: f.replication_factor.value,
-      configs: parseKeyValues(f.configs.value),
+      name, partitions: f["partitions"].value, replication_factor: f["replication_factor"].value,
+      configs: parseKeyValues(f["configs"].value),
     });
     location.hash = "#/topic/" + encodeURIComponent(name);
   } catch (e) { showError(e.message); }
