@@ -333,3 +333,37 @@ def test_acls_and_quotas_page(console: str, browser: object, broker: BrokerProce
     assert "SECURITY_DISABLED" in browser.find_element("tag name", "main").text  # type: ignore[attr-defined]
     shot(browser, broker, "security")
 
+
+
+@pytest.mark.parametrize("stop_signal", ["SIGTERM", "SIGKILL"])
+def test_serve_console_starts_the_console_beside_the_broker_and_stops_with_it(
+        tmp_path: Path, stop_signal: str) -> None:
+    """`odradek serve --console PORT`: the console is a child process; it goes when the broker
+    goes, also when the broker is killed without a chance to stop it."""
+    import signal
+
+    broker_port, console_port = free_port(), free_port()
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "odradek", "serve", "--console", str(console_port),
+         "--override", f"listeners=PLAINTEXT://127.0.0.1:{broker_port}",
+         "--override", f"log.dirs={tmp_path / 'data'}"],
+        stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, stdin=subprocess.DEVNULL,
+    )
+    url = f"http://127.0.0.1:{console_port}/api/cluster"
+    try:
+        def cluster() -> dict | None:
+            try:
+                with urllib.request.urlopen(url, timeout=2) as r:
+                    return json.load(r)
+            except OSError:
+                return None
+
+        answer = wait_for(cluster, "the console of `serve --console`")
+        assert [(b["host"], b["port"]) for b in answer["brokers"]] == [("127.0.0.1", broker_port)]  # type: ignore[index]
+        proc.send_signal(getattr(signal, stop_signal))
+        proc.wait(30)
+        wait_for(lambda: cluster() is None, "the console to stop with the broker", timeout=15)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
