@@ -341,6 +341,11 @@ class Connection:
                 response = await self._dispatch(ctx, frame, api_key)
         if response is not None:
             await self._send(response)
+        throttle_ms = ctx.extra.get("throttle_ms")
+        if throttle_ms:
+            # a client over its quota (odradek.quota): like Kafka's muted channel, nothing more is
+            # read from this connection until its throttle time has passed
+            await trio.sleep(throttle_ms / 1000)
         if loop_monitor.ENABLED:
             loop_monitor.set_label(loop_monitor.IDLE_LABEL)
 

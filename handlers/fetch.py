@@ -11,6 +11,7 @@ from __future__ import annotations
 import time
 
 from ..logstore.errors import OffsetOutOfRangeError
+from ..quota.throttle import fetch_max_bytes, fetch_throttle_ms
 from ..wire.errors import ErrorCode
 from ..wire.protocol import response_class, supported_versions
 from .common import error_code_for, leader_epoch_error
@@ -101,6 +102,14 @@ def _read_all(ctx: RequestContext, keys, cached: dict, use_ids: bool, max_bytes:
     return reads
 
 
+def _response_size(reads: list[_Read], use_ids: bool) -> int:
+    """About the size of the response these reads make (what Kafka's consumer_byte_rate counts):
+    the records plus each partition's and topic's fixed fields."""
+    topics = len({r.key[0] for r in reads})
+    names = 0 if use_ids else sum(len(str(ref)) for ref in {r.key[0] for r in reads})
+    return 16 + topics * (20 if use_ids else 6) + names + sum(r.size + 46 for r in reads)
+
+
 @handles(FETCH_KEY, 4, supported_versions(FETCH_KEY)[1])
 async def handle_fetch(ctx: RequestContext, header, request) -> object:
     version = header.api_version
@@ -125,6 +134,9 @@ async def handle_fetch(ctx: RequestContext, header, request) -> object:
         return FetchResponse(throttle_time_ms=0, error_code=int(exc.code), session_id=0, responses=[])
     cached = session.partitions if session is not None else dict(full)
     max_bytes = min(request.max_bytes if version >= 3 else BROKER_FETCH_MAX_BYTES, BROKER_FETCH_MAX_BYTES)
+    # a consumer with a consumer_byte_rate asks for no more than one quota span's worth (KafkaApis)
+    max_bytes = int(min(max_bytes, fetch_max_bytes(ctx, header, request)))
+    started = time.perf_counter()
     deadline = time.monotonic() + max(request.max_wait_ms, 0) / 1000
     while True:
         watch: list = []
@@ -132,13 +144,24 @@ async def handle_fetch(ctx: RequestContext, header, request) -> object:
         total = sum(r.size for r in reads)
         has_error = any(r.code != ErrorCode.NONE for r in reads)
         remaining = deadline - time.monotonic()
-        if total >= request.min_bytes or has_error or remaining <= 0 or not keys:
+        if total >= min(request.min_bytes, max_bytes) or has_error or remaining <= 0 or not keys:
             break
         # woken only by appends to the partitions this fetch reads (or by coordinator records /
         # transaction markers, which wake every fetch), else at the deadline
-        if not await ctx.broker.wait_for_append(remaining, watch):
+        waiting = time.perf_counter()
+        woken = await ctx.broker.wait_for_append(remaining, watch)
+        # the long poll's wait is no handling time for the request quota
+        ctx.extra["waited_s"] = ctx.extra.get("waited_s", 0.0) + time.perf_counter() - waiting
+        if not woken:
             reads = _read_all(ctx, keys, cached, use_ids, max_bytes, committed)
             break
+    throttle_ms = fetch_throttle_ms(ctx, header, request, _response_size(reads, use_ids),
+                                    time.perf_counter() - started)
+    if throttle_ms:
+        # over a quota: Kafka answers empty (getThrottledResponse), the session's partitions untouched
+        return FetchResponse(throttle_time_ms=throttle_ms, error_code=0,
+                             session_id=session.session_id if session is not None and incremental else 0,
+                             responses=[])
     if (metrics := getattr(ctx.broker, "metrics", None)) is not None:  # BytesOutPerSec
         metrics.fetched_reads(reads, use_ids)
     # Kafka's FetchResponse.toMessage starts a new topic entry whenever the topic differs from the

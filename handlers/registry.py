@@ -14,6 +14,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from ..cluster.forwarding import FORWARDED_APIS
+from ..quota.throttle import after_request
 from ..wire.errors import ErrorCode, ProtocolError
 from ..wire.protocol import (
     RequestHeader,
@@ -153,6 +154,8 @@ async def dispatch(ctx: RequestContext, frame: memoryview) -> list | None:
         body = await handler.func(ctx, request.header, request.body)
         if post is not None:
             body = post(body)
+        # client quotas (odradek.quota): record the request, put its throttle time in the answer
+        body = after_request(ctx, request.header, request.body, body, len(frame), time.perf_counter() - started)
     except ProtocolError:
         raise
     except Exception:

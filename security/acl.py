@@ -390,6 +390,13 @@ def enforce(ctx: Any, header: Any, body: Any) -> Post | None:
             raise Denied(cls(throttle_time_ms=0, error_code=int(ErrorCode.CLUSTER_AUTHORIZATION_FAILED),
                              error_message=None, entries=None))
         return None
+    if key == 49:  # AlterClientQuotas: ALTER_CONFIGS on the cluster (ControllerApis); Errors' own message
+        if not allowed(OP_ALTER_CONFIGS, RT_CLUSTER, CLUSTER_NAME):
+            raise Denied(cls(throttle_time_ms=0, entries=[cls.EntryData(
+                error_code=int(ErrorCode.CLUSTER_AUTHORIZATION_FAILED), error_message="Cluster authorization failed.",
+                entity=[cls.EntityData(entity_type=e.entity_type, entity_name=e.entity_name) for e in entry.entity])
+                for entry in body.entries]))
+        return None
     if key == 50:  # DescribeUserScramCredentials: DESCRIBE on the cluster (KafkaApis)
         if not allowed(OP_DESCRIBE, RT_CLUSTER, CLUSTER_NAME):
             code = int(ErrorCode.CLUSTER_AUTHORIZATION_FAILED)
