@@ -128,8 +128,14 @@ def follow(client: KafkaClient, topic: str, positions: dict[int, int], limit: in
     for p in info.partitions:
         starts.setdefault(p, 0)  # a partition added since the page was read: from its beginning
     ends = client.list_offsets(info, sorted(starts), LATEST_TIMESTAMP)
-    records, next_positions = _page(client, info, starts, ends, limit, newest=False)
-    return {"topic": topic, "records": [record_json(r) for r in records],
+    # Like `tail -f`: when more arrived than a page holds, show the newest and say how many were skipped.
+    skipped = 0
+    for p, end in ends.items():
+        if end - starts[p] > limit:
+            skipped += end - limit - starts[p]
+            starts[p] = end - limit
+    records, next_positions = _page(client, info, starts, ends, limit, newest=True)
+    return {"topic": topic, "records": [record_json(r) for r in records], "skipped": skipped,
             "positions": {str(p): o for p, o in sorted(next_positions.items())}}
 
 

@@ -222,6 +222,7 @@ async function messagesPage(name, params) {
   const status = el("span", { class: "muted", id: "messages-status" });
   let positions = null;
   let records = [];
+  let skipped = 0;
   const controls = el("form", { class: "controls", id: "messages-form", onsubmit: e => { e.preventDefault(); load(); } },
     el("label", {}, "Partition", el("select", { name: "partition", id: "partition" },
       el("option", { value: "all" }, "all"), t.partitions.map(p => el("option", { value: p.partition }, String(p.partition))))),
@@ -269,7 +270,8 @@ async function messagesPage(name, params) {
         const limit = Math.max(1, Number(controls.limit.value) || 50);
         if (records.length > limit * 4) records = records.slice(records.length - limit * 4);
         draw();
-        status.textContent = "following: " + records.length + " messages";
+        skipped += r.skipped || 0;
+        status.textContent = "following: " + records.length + " messages" + (skipped ? " (" + skipped + " skipped)" : "");
       }
     } catch (e) { showError(e.message); }
   }
