@@ -327,10 +327,24 @@ def test_group_lag_rises_and_falls_while_a_consumer_runs(console: str, browser: 
 
 
 def test_acls_and_quotas_page(console: str, browser: object, broker: BrokerProcess) -> None:
+    from odradek.tools.client import KafkaClient, check
+    from odradek.wire.protocol import request_class
+
+    # A user quota set with a raw AlterClientQuotas (the console itself only reads them).
+    user = f"console-user-{uuid.uuid4().hex[:6]}"
+    cls = request_class(49)
+    with KafkaClient(broker.bootstrap) as client:
+        response = client.send(49, cls(entries=[cls.EntryData(
+            entity=[cls.EntityData(entity_type="user", entity_name=user)],
+            ops=[cls.OpData(key="producer_byte_rate", value=1048576.0, remove=False)])], validate_only=False))
+        for entry in response.entries:
+            check(entry.error_code, entry.error_message)
     browser.get(console + "/#/security")  # type: ignore[attr-defined]
     wait_for(lambda: css(browser, "#acls") and css(browser, "#quotas"), "the ACL and quota tables")
     # Neither broker runs an authorizer here: both say so the same way.
     assert "SECURITY_DISABLED" in browser.find_element("tag name", "main").text  # type: ignore[attr-defined]
+    wait_for(lambda: f"user={user} producer_byte_rate=1048576" in by_id(browser, "quotas").text,
+             "the user's quota in the table")
     shot(browser, broker, "security")
 
 
