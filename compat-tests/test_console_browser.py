@@ -22,6 +22,7 @@ import time
 import urllib.request
 import uuid
 from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from pathlib import Path
 
 import pytest
@@ -49,36 +50,42 @@ def broker(request: pytest.FixtureRequest, _module_factory: Callable[..., Broker
     return _module_factory("odradek")
 
 
+@contextmanager
+def running_console(bootstrap: str, workdir: Path, *extra: str) -> Iterator[str]:
+    """`python -m odradek console` for `bootstrap` as a subprocess; yields its base URL."""
+    port = free_port()
+    log_path = workdir / "console.log"
+    with log_path.open("wb") as log:
+        proc = subprocess.Popen(
+            [sys.executable, "-m", "odradek", "console", "--bootstrap-server", bootstrap, "--port", str(port), *extra],
+            stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
+        )
+        url = f"http://127.0.0.1:{port}"
+        try:
+            deadline = time.monotonic() + WAIT_S
+            while True:
+                try:
+                    with urllib.request.urlopen(url + "/api/connection", timeout=2) as r:
+                        assert json.load(r)["bootstrap"] == bootstrap
+                    break
+                except OSError:
+                    if proc.poll() is not None or time.monotonic() > deadline:
+                        raise AssertionError(f"the console did not start: {log_path.read_text()}") from None
+                    time.sleep(0.2)
+            yield url
+        finally:
+            proc.terminate()
+            try:
+                proc.wait(timeout=10)
+            except subprocess.TimeoutExpired:
+                proc.kill()
+                proc.wait()
+
+
 @pytest.fixture(scope="module")
 def console(broker: BrokerProcess, tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
-    """`odradek console` for `broker` as a subprocess; yields its base URL."""
-    port = free_port()
-    log = (tmp_path_factory.mktemp("console") / "console.log").open("wb")
-    proc = subprocess.Popen(
-        [sys.executable, "-m", "odradek", "console", "--bootstrap-server", broker.bootstrap, "--port", str(port)],
-        stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
-    )
-    url = f"http://127.0.0.1:{port}"
-    try:
-        deadline = time.monotonic() + WAIT_S
-        while True:
-            try:
-                with urllib.request.urlopen(url + "/api/connection", timeout=2) as r:
-                    assert json.load(r)["bootstrap"] == broker.bootstrap
-                break
-            except OSError:
-                if proc.poll() is not None or time.monotonic() > deadline:
-                    raise AssertionError(f"the console did not start: {Path(log.name).read_text()}") from None
-                time.sleep(0.2)
+    with running_console(broker.bootstrap, tmp_path_factory.mktemp("console")) as url:
         yield url
-    finally:
-        proc.terminate()
-        try:
-            proc.wait(timeout=10)
-        except subprocess.TimeoutExpired:
-            proc.kill()
-            proc.wait()
-        log.close()
 
 
 @pytest.fixture(scope="module")
@@ -381,3 +388,35 @@ def test_serve_console_starts_the_console_beside_the_broker_and_stops_with_it(
         if proc.poll() is None:
             proc.kill()
             proc.wait()
+
+
+def test_console_over_sasl_never_shows_the_password(odradek_broker_factory: Callable[..., BrokerProcess],
+                                                    browser: object, tmp_path: Path) -> None:
+    """`--command-config` with SASL_PLAINTEXT / SCRAM-SHA-512, as the other tools take it: the
+    pages work, and neither the browser's pages nor any API answer holds the password."""
+    from test_security import sasl_overrides, start_with_listener
+
+    _, bootstrap = start_with_listener(odradek_broker_factory, "SASL_PLAINTEXT", sasl_overrides("SCRAM-SHA-512"))
+    password = "alice-secret"
+    config = tmp_path / "client.properties"
+    config.write_text(
+        "security.protocol=SASL_PLAINTEXT\nsasl.mechanism=SCRAM-SHA-512\n"
+        "sasl.jaas.config=org.apache.kafka.common.security.scram.ScramLoginModule required "
+        f'username="alice" password="{password}";\n')
+    with running_console(bootstrap, tmp_path, "--command-config", str(config)) as url:
+        answers = []
+        for path in ("/api/connection", "/api/cluster", "/api/topics", "/api/groups", "/api/acls", "/api/quotas"):
+            with urllib.request.urlopen(url + path, timeout=30) as r:
+                answers.append(r.read().decode())
+        assert '"security_protocol":"SASL_PLAINTEXT"' in answers[0].replace(" ", "")
+        assert json.loads(answers[1])["brokers"], answers[1]
+        browser.get(url + "/#/cluster")  # type: ignore[attr-defined]
+        wait_for(lambda: css(browser, "#brokers tbody tr td"), "the brokers table over SASL")
+        assert "SASL_PLAINTEXT SCRAM-SHA-512" in by_id(browser, "connection").text
+        pages = [browser.page_source]  # type: ignore[attr-defined]
+        for page in ("topics", "groups", "security"):
+            browser.get(url + f"/#/{page}")  # type: ignore[attr-defined]
+            wait_for(lambda p=page: css(browser, f"#{'acls' if p == 'security' else p}"), f"the {page} page")
+            pages.append(browser.page_source)  # type: ignore[attr-defined]
+        for text in answers + pages:
+            assert password not in text and "jaas" not in text.lower()
