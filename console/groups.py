@@ -27,6 +27,7 @@ from ..wire.protocol import request_class
 
 CONSUMER_GROUP_DESCRIBE = 69
 SHARE_GROUP_DESCRIBE = 77
+DESCRIBE_SHARE_GROUP_OFFSETS = 90
 HISTORY_POINTS = 720  # 1 h of lag history at the page's 5 s refresh; ~30 kB per group
 
 
@@ -73,17 +74,24 @@ def describe(client: KafkaClient, group: str, group_type: str | None = None) -> 
     desc["type"] = group_type
     desc["coordinator"] = coordinator
     owners = {(a["topic"], a["partition"]): m["member_id"] for m in desc["members"] for a in m["assignment"]}
-    # Share groups keep no committed offsets in OffsetFetch (their state is in the share coordinator).
-    committed = fetch_committed(client, group) if group_type != "share" else {}
+    # Share groups keep no committed offsets in OffsetFetch: their start offsets (and, from v1,
+    # their lag) come from the share coordinator through DescribeShareGroupOffsets.
+    share_lag: dict[tuple[str, int], int] = {}
+    if group_type == "share":
+        committed, share_lag = _share_offsets(client, group, coordinator)
+    else:
+        committed = fetch_committed(client, group)
     partitions = set(committed) | set(owners)
     ends = log_end_offsets(client, partitions)
     rows = []
     for topic, partition in sorted(partitions):
         current = committed.get((topic, partition))
         end = ends.get((topic, partition))
+        lag = share_lag.get((topic, partition))
+        if lag is None and current is not None and end is not None:
+            lag = end - current
         rows.append({
-            "topic": topic, "partition": partition, "committed": current, "end_offset": end,
-            "lag": end - current if current is not None and end is not None else None,
+            "topic": topic, "partition": partition, "committed": current, "end_offset": end, "lag": lag,
             "member_id": owners.get((topic, partition)),
         })
     desc["offsets"] = rows
@@ -123,3 +131,24 @@ def _describe_new(client: KafkaClient, group: str, coordinator: int, api_key: in
                         "assignment": sorted(assignment, key=lambda a: (a["topic"], a["partition"]))})
     return {"group_id": g.group_id, "state": g.group_state, "protocol_type": "consumer",
             "protocol": g.assignor_name, "members": members}
+
+
+def _share_offsets(client: KafkaClient, group: str, coordinator: int
+                   ) -> tuple[dict[tuple[str, int], int], dict[tuple[str, int], int]]:
+    """(start offset, lag) per partition of a share group; empty when the broker cannot say."""
+    if not client.connection(coordinator).supports(DESCRIBE_SHARE_GROUP_OFFSETS):
+        return {}, {}
+    cls = request_class(DESCRIBE_SHARE_GROUP_OFFSETS)
+    response = client.send(DESCRIBE_SHARE_GROUP_OFFSETS, cls(
+        groups=[cls.DescribeShareGroupOffsetsRequestGroup(group_id=group, topics=None)]), coordinator)
+    g = response.groups[0]
+    check(g.error_code, g.error_message or f"DescribeShareGroupOffsets {group}")
+    starts, lags = {}, {}
+    for t in g.topics:
+        for p in t.partitions:
+            if p.error_code or p.start_offset < 0:
+                continue
+            starts[(t.topic_name, p.partition_index)] = p.start_offset
+            if getattr(p, "lag", -1) >= 0:
+                lags[(t.topic_name, p.partition_index)] = p.lag
+    return starts, lags
