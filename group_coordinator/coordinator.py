@@ -29,6 +29,7 @@ from ..wire.errors import ErrorCode
 from ..wire.records import ControlRecordType, iter_batches, parse_control_record_key
 from . import consumer as consumer_records
 from . import records as rec
+from . import share as share_groups
 from .classic import (
     ClassicGroup,
     ClassicMember,
@@ -38,6 +39,7 @@ from .classic import (
     SyncResult,
 )
 from .consumer import ConsumerGroup
+from .share import ShareGroup
 
 if TYPE_CHECKING:
     from ..broker import Broker
@@ -77,7 +79,7 @@ class CommittedOffset:
     expire_timestamp: int = -1
 
 
-Group = ClassicGroup | ConsumerGroup
+Group = ClassicGroup | ConsumerGroup | ShareGroup
 
 
 class GroupCoordinator:
@@ -155,6 +157,8 @@ class GroupCoordinator:
         for group in list(self.groups.values()):
             if isinstance(group, ClassicGroup):
                 self._classic_timers(group, now)
+            elif isinstance(group, ShareGroup):
+                share_groups.tick(self, group, now)
             else:
                 before = len(group.members), group.group_epoch
                 group.expire_sessions(self, now)
@@ -290,6 +294,8 @@ class GroupCoordinator:
         # consumer group records: group -> key version -> member id ("" for group-level) -> value
         consumer_found: dict[str, dict[int, dict[str, Any]]] = {}
         consumer_bytes: dict[str, dict[bytes, bytes]] = {}
+        share_found: dict[str, dict[int, dict[str, Any]]] = {}
+        share_bytes: dict[str, dict[bytes, bytes]] = {}
         for partition in partitions:
             partition_log = broker.partition_log(rec.OFFSETS_TOPIC, partition)
             if partition_log is None:
@@ -329,6 +335,8 @@ class GroupCoordinator:
                     else:
                         by_type[member] = record.value
                         raw[key] = value  # type: ignore[assignment]
+                elif isinstance(record, rec.OtherRecord):
+                    share_groups.collect(share_found, share_bytes, record.key, record.value)
             for producer_id, records in in_txn.items():
                 target = self.pending_transactional.setdefault((producer_id, partition), {})
                 for r in records:
@@ -350,6 +358,7 @@ class GroupCoordinator:
             # was down; this coordinator takes the topics as they are now.
             group.subscribed_partitions = group.partition_counts(self.topic_partition_count)
             self.groups[group_id] = group
+        share_groups.load(self, share_found, share_bytes)
         for group_id, offsets in list(self.offsets.items()):
             if not offsets:
                 del self.offsets[group_id]
@@ -495,6 +504,8 @@ class GroupCoordinator:
                 <= self.cfg("group.max.session.timeout.ms")):
             raise GroupError(ErrorCode.INVALID_SESSION_TIMEOUT)
         existing = self.groups.get(group_id)
+        if isinstance(existing, ShareGroup):
+            raise GroupError(ErrorCode.INCONSISTENT_GROUP_PROTOCOL)
         if isinstance(existing, ConsumerGroup):
             if not existing.is_empty():
                 raise GroupError(ErrorCode.INCONSISTENT_GROUP_PROTOCOL)
@@ -907,7 +918,7 @@ class GroupCoordinator:
             if not group_id:
                 raise GroupError(ErrorCode.INVALID_GROUP_ID)
             group = self.groups.get(group_id)
-            if group is None or isinstance(group, ConsumerGroup):
+            if group is None or isinstance(group, ConsumerGroup | ShareGroup):
                 raise GroupError(ErrorCode.UNKNOWN_MEMBER_ID)
             if group.is_in(GroupState.DEAD):
                 raise GroupError(ErrorCode.COORDINATOR_NOT_AVAILABLE)
@@ -930,7 +941,7 @@ class GroupCoordinator:
             if not group_id:
                 raise GroupError(ErrorCode.INVALID_GROUP_ID)
             group = self.groups.get(group_id)
-            if group is None or isinstance(group, ConsumerGroup):
+            if group is None or isinstance(group, ConsumerGroup | ShareGroup):
                 # Kafka answers an unknown group member by member.
                 return ErrorCode.NONE, [ErrorCode.UNKNOWN_MEMBER_ID] * len(members)
             if group.is_in(GroupState.DEAD):
@@ -988,6 +999,8 @@ class GroupCoordinator:
             # The admin client or a consumer without group management: a simple group is created.
             group = self.groups[group_id] = ClassicGroup(group_id)
             return group
+        if isinstance(group, ShareGroup):
+            raise GroupError(ErrorCode.GROUP_ID_NOT_FOUND, f"Group {group_id} is not a consumer group.")
         if isinstance(group, ConsumerGroup):
             group.validate_offset_commit(member_id, generation_id, api_version, instance_id=instance_id,
                                          transactional=transactional, partitions=partitions)
@@ -1183,6 +1196,8 @@ class GroupCoordinator:
                                          rebalance_timeout_ms, subscribed_topic_names, subscribed_topic_regex,
                                          server_assignor, owned)
             group = self.groups.get(group_id)
+            if isinstance(group, ShareGroup):
+                raise GroupError(ErrorCode.GROUP_ID_NOT_FOUND, f"Group {group_id} is not a consumer group.")
             converted: list[tuple[bytes, bytes | None]] = []
             if isinstance(group, ClassicGroup):
                 if not group.is_in(GroupState.EMPTY) or member_epoch != 0:
@@ -1221,6 +1236,8 @@ class GroupCoordinator:
                 if group.is_in(GroupState.DEAD):
                     continue
                 out.append((group.group_id, group.protocol_type or "", group.state.value, "classic"))
+            elif isinstance(group, ShareGroup):
+                out.append((group.group_id, "share", group.state_name(), "share"))
             else:
                 out.append((group.group_id, "consumer", group.state_name(), "consumer"))
         return out
@@ -1240,13 +1257,15 @@ class GroupCoordinator:
                     raise GroupError(ErrorCode.GROUP_ID_NOT_FOUND)
                 if isinstance(group, ClassicGroup) and not group.is_in(GroupState.EMPTY):
                     raise GroupError(ErrorCode.NON_EMPTY_GROUP)
-                if isinstance(group, ConsumerGroup) and not group.is_empty():
+                if isinstance(group, ConsumerGroup | ShareGroup) and not group.is_empty():
                     raise GroupError(ErrorCode.NON_EMPTY_GROUP)
                 stored = self.offsets.get(group_id, {})
                 tombstones: list[tuple[bytes, bytes | None]] = [
                     (rec.offset_commit_key(group_id, t, p), None) for t, p in stored]
                 if isinstance(group, ConsumerGroup):
                     tombstones.extend(consumer_records.changes(group, {}))
+                elif isinstance(group, ShareGroup):
+                    tombstones.extend(share_groups.changes(group, {}))
                 else:
                     tombstones.append((rec.group_metadata_key(group_id), None))
                 self._append(group_id, rec.cleanup_batch(tombstones, self.now_ms(), self.format))

@@ -637,7 +637,7 @@ def _describe(coordinator: GroupCoordinator | None, group_id: str, version: int,
         return Described(error_code=int(ErrorCode.COORDINATOR_NOT_AVAILABLE), group_id=group_id, group_state="",
                          protocol_type="", protocol_data="", members=[], authorized_operations=ops)
     group = coordinator.describe_group(group_id)
-    if group is None or isinstance(group, ConsumerGroup) or group.is_in(GroupState.DEAD):
+    if group is None or not isinstance(group, ClassicGroup) or group.is_in(GroupState.DEAD):
         if version >= 6:
             message = (f"Group {group_id} not found." if group is None
                        else f"Group {group_id} is not a classic group.")

@@ -89,6 +89,8 @@ _HANDLER_MODULES = (
     "config_resources",
     "txn_markers",
     "delegation_tokens",
+    "share_groups",
+    "share_fetch",
 )
 
 

@@ -1,0 +1,449 @@
+"""KIP-932 share groups on the group coordinator: ShareGroupHeartbeat and server-side assignment.
+
+A share group has no revocation phase: several members may hold the same partition (the
+partition leader hands each record to one of them), so a member simply takes its new target
+assignment at the group's assignment epoch on its next heartbeat. The group epoch grows when
+membership, subscriptions or the subscribed topics' partition counts change; the target
+assignment is then recomputed by the simple assignor (:mod:`.share_assignor`).
+
+Records in ``__consumer_offsets`` are Kafka 4.4's share group records (key versions 10-15).
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any
+
+from ..wire.errors import ErrorCode
+from . import records as rec
+from .classic import GroupError
+from .share_assignor import simple_assign
+
+if TYPE_CHECKING:
+    from .coordinator import GroupCoordinator
+
+log = logging.getLogger(__name__)
+
+TopicPartitions = dict[str, set[int]]
+
+#: Key versions of the share group records (ShareGroup*Key/Value in Kafka 4.4's group coordinator).
+MEMBER_METADATA = 10
+GROUP_METADATA = 11
+TARGET_ASSIGNMENT_METADATA = 12
+TARGET_ASSIGNMENT_MEMBER = 13
+CURRENT_MEMBER_ASSIGNMENT = 14
+STATE_PARTITION_METADATA = 15
+SCHEMAS = {
+    MEMBER_METADATA: ("ShareGroupMemberMetadataKey", "ShareGroupMemberMetadataValue"),
+    GROUP_METADATA: ("ShareGroupMetadataKey", "ShareGroupMetadataValue"),
+    TARGET_ASSIGNMENT_METADATA: ("ShareGroupTargetAssignmentMetadataKey", "ShareGroupTargetAssignmentMetadataValue"),
+    TARGET_ASSIGNMENT_MEMBER: ("ShareGroupTargetAssignmentMemberKey", "ShareGroupTargetAssignmentMemberValue"),
+    CURRENT_MEMBER_ASSIGNMENT: ("ShareGroupCurrentMemberAssignmentKey", "ShareGroupCurrentMemberAssignmentValue"),
+    STATE_PARTITION_METADATA: ("ShareGroupStatePartitionMetadataKey", "ShareGroupStatePartitionMetadataValue"),
+}
+
+#: Kafka's defaults for the share group broker settings.
+DEFAULTS = {
+    "group.share.session.timeout.ms": 45000,
+    "group.share.heartbeat.interval.ms": 5000,
+    "group.share.max.size": 200,
+}
+ASSIGNOR_NAME = "simple"
+
+
+def key(key_version: int, **fields: Any) -> bytes:
+    """Key of a share group record."""
+    name = SCHEMAS[key_version][0]
+    return rec._key(name, key_version, rec.message_class(name)(**fields))
+
+
+def value(key_version: int, obj: Any) -> bytes:
+    """Value (version 0) of a share group record."""
+    return rec._versioned(SCHEMAS[key_version][1], 0, obj)
+
+
+def value_class(key_version: int) -> type:
+    return rec.message_class(SCHEMAS[key_version][1])
+
+
+def decode(key_bytes: bytes, value_bytes: bytes | None) -> tuple[int, Any, Any] | None:
+    """(key version, key, value or None) of a share group record; None for other record types."""
+    (key_version,) = rec._INT16.unpack_from(key_bytes, 0)
+    if key_version not in SCHEMAS:
+        return None
+    key_name, value_name = SCHEMAS[key_version]
+    k, _ = rec.codec(key_name, 0).decode(memoryview(key_bytes), 2)
+    v = None if value_bytes is None else rec._decode_versioned(value_name, value_bytes)[0]
+    return key_version, k, v
+
+
+@dataclass
+class ShareMember:
+    """A member of a share group."""
+
+    member_id: str
+    rack_id: str | None = None
+    client_id: str = ""
+    client_host: str = ""
+    subscribed_topic_names: list[str] = field(default_factory=list)
+    member_epoch: int = 0
+    previous_member_epoch: int = 0
+    assigned: TopicPartitions = field(default_factory=dict)
+    session_deadline: float = 0.0
+    last_sent: TopicPartitions | None = None
+
+
+@dataclass
+class ShareHeartbeatResult:
+    """What ShareGroupHeartbeat answers (assignment None = unchanged, not sent)."""
+
+    error: ErrorCode = ErrorCode.NONE
+    error_message: str | None = None
+    member_id: str | None = None
+    member_epoch: int = 0
+    heartbeat_interval_ms: int = 0
+    assignment: TopicPartitions | None = None
+
+
+def _copy(tp: TopicPartitions) -> TopicPartitions:
+    return {t: set(ps) for t, ps in tp.items() if ps}
+
+
+class ShareGroup:
+    """A share group: members, group epoch, target assignment and the partitions whose share
+    state has been initialized."""
+
+    group_type = "share"
+
+    def __init__(self, group_id: str) -> None:
+        self.group_id = group_id
+        self.group_epoch = 0
+        self.assignment_epoch = 0
+        self.members: dict[str, ShareMember] = {}
+        self.target: dict[str, TopicPartitions] = {}
+        self.subscribed_partitions: dict[str, int] = {}
+        #: topic -> partitions whose share-group state exists (ShareGroupStatePartitionMetadata)
+        self.initialized: TopicPartitions = {}
+        self.persisted: dict[bytes, bytes] = {}
+
+    def is_empty(self) -> bool:
+        return not self.members
+
+    def state_name(self) -> str:
+        """Kafka's ShareGroupState names: Empty or Stable (Dead once deleted)."""
+        return "Empty" if not self.members else "Stable"
+
+    def subscribed_topic_names(self) -> set[str]:
+        return {t for m in self.members.values() for t in m.subscribed_topic_names}
+
+    def partition_counts(self, topic_partitions: Callable[[str], int | None]) -> dict[str, int]:
+        out = {}
+        for topic in sorted(self.subscribed_topic_names()):
+            n = topic_partitions(topic)
+            if n is not None:
+                out[topic] = n
+        return out
+
+    # ---------------------------------------------------------------- heartbeat
+
+    def heartbeat(self, coordinator: GroupCoordinator, *, member_id: str, member_epoch: int, rack_id: str | None,
+                  subscribed_topic_names: list[str] | None, client_id: str, client_host: str,
+                  topic_partitions: Callable[[str], int | None]) -> ShareHeartbeatResult:
+        """One ShareGroupHeartbeat: join (epoch 0), leave (-1) or heartbeat."""
+        now = coordinator.monotonic()
+        interval = share_cfg(coordinator, "group.share.heartbeat.interval.ms")
+        session_ms = share_cfg(coordinator, "group.share.session.timeout.ms")
+        if member_epoch == -1:
+            if member_id not in self.members:
+                raise GroupError(ErrorCode.UNKNOWN_MEMBER_ID,
+                                 f"Member {member_id} is not a member of group {self.group_id}.")
+            self.remove_member(member_id, "the member left")
+            self.maybe_assign(topic_partitions)
+            return ShareHeartbeatResult(member_id=member_id, member_epoch=-1, heartbeat_interval_ms=0)
+        bump = False
+        if member_epoch == 0:
+            member = self.members.get(member_id)
+            if member is None:
+                if len(self.members) >= share_cfg(coordinator, "group.share.max.size"):
+                    raise GroupError(ErrorCode.GROUP_MAX_SIZE_REACHED,
+                                     f"The share group has reached its maximum capacity of "
+                                     f"{share_cfg(coordinator, 'group.share.max.size')} members.")
+                member = ShareMember(member_id=member_id, rack_id=rack_id, client_id=client_id,
+                                     client_host=client_host)
+                self.members[member_id] = member
+                bump = True
+            member.last_sent = None
+        else:
+            member = self.members.get(member_id)
+            if member is None:
+                raise GroupError(ErrorCode.UNKNOWN_MEMBER_ID,
+                                 f"Member {member_id} is not a member of group {self.group_id}.")
+            if member_epoch != member.member_epoch and member_epoch != member.previous_member_epoch:
+                raise GroupError(ErrorCode.FENCED_MEMBER_EPOCH,
+                                 f"The share group member has a smaller member epoch ({member_epoch}) than the one "
+                                 f"known by the group coordinator ({member.member_epoch}). The member must abandon "
+                                 "all its partitions and rejoin.")
+        member.session_deadline = now + session_ms / 1000
+        if rack_id is not None and rack_id != member.rack_id:
+            member.rack_id = rack_id
+        if subscribed_topic_names is not None and sorted(set(subscribed_topic_names)) != member.subscribed_topic_names:
+            member.subscribed_topic_names = sorted(set(subscribed_topic_names))
+            bump = True
+        self.maybe_assign(topic_partitions, bump)
+        self._reconcile(member)
+        result = ShareHeartbeatResult(member_id=member_id, member_epoch=member.member_epoch,
+                                      heartbeat_interval_ms=interval)
+        if member.last_sent is None or member.last_sent != member.assigned:
+            result.assignment = _copy(member.assigned)
+            member.last_sent = _copy(member.assigned)
+        return result
+
+    def maybe_assign(self, topic_partitions: Callable[[str], int | None], bump: bool = False) -> None:
+        """Recompute the target assignment when the group epoch moved (`bump`: membership or
+        subscriptions changed now) or the subscribed topics' partition counts changed."""
+        counts = self.partition_counts(topic_partitions)
+        if counts != self.subscribed_partitions:
+            self.subscribed_partitions = counts
+            bump = bump or bool(self.members)
+        if bump:
+            self.group_epoch += 1
+        if self.group_epoch > self.assignment_epoch:
+            subs = {m.member_id: set(m.subscribed_topic_names) for m in self.members.values()}
+            self.target = simple_assign(subs, counts, self.target)
+            self.assignment_epoch = self.group_epoch
+            for topic, n in counts.items():
+                self.initialized.setdefault(topic, set()).update(range(n))
+            log.info("Computed the target assignment of share group %s for epoch %d", self.group_id,
+                     self.assignment_epoch)
+
+    def _reconcile(self, member: ShareMember) -> None:
+        # no revocation in share groups: the member takes its target at the assignment epoch
+        if member.member_epoch != self.assignment_epoch:
+            member.previous_member_epoch = member.member_epoch
+            member.member_epoch = self.assignment_epoch
+        member.assigned = _copy(self.target.get(member.member_id, {}))
+
+    def remove_member(self, member_id: str, reason: str) -> None:
+        if self.members.pop(member_id, None) is None:
+            return
+        self.target.pop(member_id, None)
+        self.group_epoch += 1
+        log.info("Member %s left share group %s: %s", member_id, self.group_id, reason)
+
+    def expire_sessions(self, coordinator: GroupCoordinator, now: float) -> None:
+        """Remove members whose session timed out."""
+        for member in list(self.members.values()):
+            if now >= member.session_deadline:
+                self.remove_member(member.member_id, "session timeout")
+        if self.group_epoch > self.assignment_epoch:
+            self.maybe_assign(coordinator.topic_partition_count)
+
+
+def share_cfg(coordinator: Any, key: str) -> int:
+    """A share group broker setting: configured value, else Kafka's default."""
+    raw = getattr(getattr(coordinator, "config", None), "raw", {}) or {}
+    found = raw.get(key)
+    return int(found) if found is not None else int(DEFAULTS[key])
+
+
+# ---------------------------------------------------------------------------------- persistence
+
+_KEY_ORDER = (MEMBER_METADATA, GROUP_METADATA, TARGET_ASSIGNMENT_MEMBER, TARGET_ASSIGNMENT_METADATA,
+              CURRENT_MEMBER_ASSIGNMENT, STATE_PARTITION_METADATA)
+
+
+def desired_records(group: ShareGroup, topic_id: Callable[[str], object | None]) -> dict[bytes, bytes]:
+    """Every record (key -> value bytes) that describes the group now, in Kafka's write order."""
+    out: dict[int, list[tuple[bytes, bytes]]] = {v: [] for v in _KEY_ORDER}
+    gid = group.group_id
+
+    def partitions(cls: type, tps: TopicPartitions) -> list:
+        items = []
+        for name in sorted(tps):
+            tid = topic_id(name)
+            if tid is not None and tps[name]:
+                items.append(cls(topic_id=tid, partitions=sorted(tps[name])))
+        return items
+
+    member_cls = value_class(MEMBER_METADATA)
+    target_cls = value_class(TARGET_ASSIGNMENT_MEMBER)
+    current_cls = value_class(CURRENT_MEMBER_ASSIGNMENT)
+    for m in group.members.values():
+        out[MEMBER_METADATA].append((key(MEMBER_METADATA, group_id=gid, member_id=m.member_id), value(
+            MEMBER_METADATA, member_cls(rack_id=m.rack_id, client_id=m.client_id, client_host=m.client_host,
+                                        subscribed_topic_names=list(m.subscribed_topic_names)))))
+        out[TARGET_ASSIGNMENT_MEMBER].append((key(TARGET_ASSIGNMENT_MEMBER, group_id=gid, member_id=m.member_id), value(
+            TARGET_ASSIGNMENT_MEMBER, target_cls(topic_partitions=partitions(
+                target_cls.TopicPartition, group.target.get(m.member_id, {}))))))
+        out[CURRENT_MEMBER_ASSIGNMENT].append((key(CURRENT_MEMBER_ASSIGNMENT, group_id=gid, member_id=m.member_id),
+                                               value(CURRENT_MEMBER_ASSIGNMENT, current_cls(
+                                                   member_epoch=m.member_epoch,
+                                                   previous_member_epoch=m.previous_member_epoch, state=0,
+                                                   assigned_partitions=partitions(current_cls.TopicPartitions,
+                                                                                  m.assigned)))))
+    out[GROUP_METADATA].append((key(GROUP_METADATA, group_id=gid),
+                                value(GROUP_METADATA, value_class(GROUP_METADATA)(epoch=group.group_epoch))))
+    out[TARGET_ASSIGNMENT_METADATA].append((key(TARGET_ASSIGNMENT_METADATA, group_id=gid), value(
+        TARGET_ASSIGNMENT_METADATA, value_class(TARGET_ASSIGNMENT_METADATA)(assignment_epoch=group.assignment_epoch))))
+    if group.initialized:
+        cls = value_class(STATE_PARTITION_METADATA)
+        infos = []
+        for name in sorted(group.initialized):
+            tid = topic_id(name)
+            if tid is not None:
+                infos.append(cls.TopicPartitionsInfo(topic_id=tid, topic_name=name,
+                                                     partitions=sorted(group.initialized[name])))
+        out[STATE_PARTITION_METADATA].append((key(STATE_PARTITION_METADATA, group_id=gid), value(
+            STATE_PARTITION_METADATA, cls(initializing_topics=[], initialized_topics=infos, deleting_topics=[]))))
+    return {k: val for version in _KEY_ORDER for k, val in out[version]}
+
+
+def changes(group: ShareGroup, desired: dict[bytes, bytes]) -> list[tuple[bytes, bytes | None]]:
+    """Records to append so the log says `desired`: tombstones for what is gone, then what changed."""
+    gone = [(k, None) for k in group.persisted if k not in desired]
+    gone.sort(key=lambda kv: -int.from_bytes(kv[0][:2], "big"))
+    updated = [(k, v) for k, v in desired.items() if group.persisted.get(k) != v]
+    return [*gone, *updated]
+
+
+def group_from_records(group_id: str, found: dict[int, dict[str, Any]], topic_name: Callable[[object], str | None],
+                       session_deadline: float) -> ShareGroup:
+    """Rebuild a share group from its latest records: found[key version][member id or ""] = value."""
+    group = ShareGroup(group_id)
+    meta = found.get(GROUP_METADATA, {}).get("")
+    group.group_epoch = meta.epoch if meta is not None else 0
+    target_meta = found.get(TARGET_ASSIGNMENT_METADATA, {}).get("")
+    group.assignment_epoch = target_meta.assignment_epoch if target_meta is not None else 0
+
+    def names(tps: list) -> TopicPartitions:
+        out: TopicPartitions = {}
+        for tp in tps:
+            name = topic_name(tp.topic_id)
+            if name is not None:
+                out.setdefault(name, set()).update(tp.partitions)
+        return out
+
+    for member_id, v in found.get(MEMBER_METADATA, {}).items():
+        group.members[member_id] = ShareMember(
+            member_id=member_id, rack_id=v.rack_id, client_id=v.client_id, client_host=v.client_host,
+            subscribed_topic_names=list(v.subscribed_topic_names), session_deadline=session_deadline)
+    for member_id, v in found.get(TARGET_ASSIGNMENT_MEMBER, {}).items():
+        if member_id in group.members:
+            group.target[member_id] = names(v.topic_partitions)
+    for member_id, v in found.get(CURRENT_MEMBER_ASSIGNMENT, {}).items():
+        member = group.members.get(member_id)
+        if member is not None:
+            member.member_epoch = v.member_epoch
+            member.previous_member_epoch = v.previous_member_epoch
+            member.assigned = names(v.assigned_partitions)
+    state = found.get(STATE_PARTITION_METADATA, {}).get("")
+    if state is not None:
+        group.initialized = names(state.initialized_topics)
+    return group
+
+
+# ---------------------------------------------------------------------------------- on the coordinator
+
+
+def persist(coordinator: GroupCoordinator, group: ShareGroup, deleted: bool = False) -> None:
+    """Append what changed in a share group since it was last written (records, tombstones)."""
+    if coordinator.broker is None:
+        return
+    desired = {} if deleted else desired_records(group, coordinator._topic_id)
+    records = changes(group, desired)
+    if not records:
+        return
+    try:
+        coordinator._append(group.group_id, rec.consumer_group_batch(records, coordinator.now_ms()))
+    except GroupError:
+        return  # logged by _append; the next change writes the full difference again
+    group.persisted = desired
+
+
+def share_group_heartbeat(coordinator: GroupCoordinator, *, group_id: str, member_id: str, member_epoch: int,
+                          rack_id: str | None, subscribed_topic_names: list[str] | None, client_id: str,
+                          client_host: str) -> ShareHeartbeatResult:
+    """ShareGroupHeartbeat on the group coordinator (errors are returned, not raised)."""
+    try:
+        coordinator._check_active(group_id)
+        _validate(group_id, member_id, member_epoch, rack_id, subscribed_topic_names)
+        group = coordinator.groups.get(group_id)
+        if group is not None and not isinstance(group, ShareGroup):
+            raise GroupError(ErrorCode.GROUP_ID_NOT_FOUND, f"Group {group_id} is not a share group.")
+        if group is None:
+            if member_epoch != 0:
+                raise GroupError(ErrorCode.GROUP_ID_NOT_FOUND, f"Share group {group_id} not found.")
+            group = ShareGroup(group_id)
+            coordinator.groups[group_id] = group
+        try:
+            return group.heartbeat(coordinator, member_id=member_id, member_epoch=member_epoch, rack_id=rack_id,
+                                   subscribed_topic_names=subscribed_topic_names, client_id=client_id,
+                                   client_host=client_host, topic_partitions=coordinator.topic_partition_count)
+        finally:
+            persist(coordinator, group)
+    except GroupError as exc:
+        return ShareHeartbeatResult(error=exc.code, error_message=str(exc) if str(exc) != exc.code.name else None)
+
+
+def _validate(group_id: str, member_id: str, member_epoch: int, rack_id: str | None,
+              subscribed_topic_names: list[str] | None) -> None:
+    """Kafka's checks of a ShareGroupHeartbeat request, before any state is touched."""
+
+    def invalid(message: str) -> GroupError:
+        return GroupError(ErrorCode.INVALID_REQUEST, message)
+
+    if not group_id:
+        raise invalid("GroupId can't be empty.")
+    if rack_id is not None and not rack_id:
+        raise invalid("RackId can't be empty.")
+    if not member_id:
+        raise invalid("MemberId can't be empty.")
+    if member_epoch == 0:
+        if not subscribed_topic_names:
+            raise invalid("SubscribedTopicNames must be set in first request.")
+    elif member_epoch < -1:
+        raise invalid(f"MemberEpoch is {member_epoch}, but must be greater than or equal to -1.")
+
+
+def load(coordinator: GroupCoordinator, found: dict[str, dict[int, dict[str, Any]]],
+         raw: dict[str, dict[bytes, bytes]]) -> None:
+    """Rebuild the share groups found in ``__consumer_offsets`` at load."""
+    session_s = share_cfg(coordinator, "group.share.session.timeout.ms") / 1000
+    now = coordinator.monotonic()
+    for group_id, records in found.items():
+        if not records.get(GROUP_METADATA):
+            continue  # deleted: its epoch record is a tombstone
+        group = group_from_records(group_id, records, coordinator._topic_name, now + session_s)
+        group.persisted = raw.get(group_id, {})
+        group.subscribed_partitions = group.partition_counts(coordinator.topic_partition_count)
+        coordinator.groups[group_id] = group
+
+
+def collect(found: dict[str, dict[int, dict[str, Any]]], raw: dict[str, dict[bytes, bytes]],
+            key_bytes: bytes, value_bytes: bytes | None) -> bool:
+    """Note a share group record read at load (found/raw as :func:`load` takes them); False if
+    the record is not a share group record."""
+    decoded = decode(key_bytes, value_bytes)
+    if decoded is None:
+        return False
+    key_version, k, v = decoded
+    by_type = found.setdefault(k.group_id, {}).setdefault(key_version, {})
+    member = getattr(k, "member_id", "")
+    group_raw = raw.setdefault(k.group_id, {})
+    if v is None:
+        by_type.pop(member, None)
+        group_raw.pop(key_bytes, None)
+    else:
+        by_type[member] = v
+        group_raw[key_bytes] = value_bytes  # type: ignore[assignment]
+    return True
+
+
+def tick(coordinator: GroupCoordinator, group: ShareGroup, now: float) -> None:
+    """Session expiry of a share group's members (from the coordinator's timer)."""
+    before = len(group.members), group.group_epoch
+    group.expire_sessions(coordinator, now)
+    if (len(group.members), group.group_epoch) != before:
+        persist(coordinator, group)

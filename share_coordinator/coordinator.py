@@ -1,0 +1,208 @@
+"""The share coordinator: the persisted state of every share-partition in ``__share_group_state``.
+
+Kafka's share coordinator answers Initialize/Read/Write/Delete ShareGroupState and
+ReadShareGroupStateSummary for the keys (group, topic id, partition) that hash to the state
+partitions it leads. Each write appends a ShareUpdate record; every
+``share.coordinator.snapshot.update.records.per.snapshot`` updates it appends a ShareSnapshot
+of the merged state instead, so a reload reads at most that many updates after a snapshot.
+State is read back from the topic when the coordinator starts (lazily, on first use).
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from typing import TYPE_CHECKING, Any
+
+from ..wire.errors import ErrorCode
+from . import records as rec
+
+if TYPE_CHECKING:
+    from ..broker import Broker
+
+log = logging.getLogger(__name__)
+
+DEFAULTS = {
+    "share.coordinator.state.topic.num.partitions": 50,
+    "share.coordinator.state.topic.segment.bytes": 104857600,
+    "share.coordinator.snapshot.update.records.per.snapshot": 500,
+}
+
+Key = tuple[str, Any, int]  # group id, topic id, partition
+
+
+class ShareStateError(Exception):
+    def __init__(self, code: ErrorCode, message: str = "") -> None:
+        super().__init__(message or code.name)
+        self.code = code
+
+
+def _now_ms() -> int:
+    return time.time_ns() // 1_000_000
+
+
+class ShareCoordinator:
+    """Share-partition state kept in ``__share_group_state`` (single node: it leads every partition)."""
+
+    def __init__(self, broker: Broker | None) -> None:
+        self.broker = broker
+        self.states: dict[Key, rec.ShareState] = {}
+        self.loaded = broker is None
+
+    async def shutdown(self) -> None:
+        """Nothing to flush: every write was appended when it happened."""
+
+    def cfg(self, key: str) -> int:
+        raw = getattr(getattr(self.broker, "config", None), "raw", {}) or {}
+        found = raw.get(key)
+        return int(found) if found is not None else int(DEFAULTS[key])
+
+    # ---------------------------------------------------------------- the topic
+
+    def num_partitions(self) -> int:
+        meta = getattr(self.broker, "metadata", None)
+        topic = meta.get(rec.SHARE_STATE_TOPIC) if meta is not None else None
+        return topic.partitions if topic is not None else self.cfg("share.coordinator.state.topic.num.partitions")
+
+    def state_topic_spec(self) -> tuple[str, int, dict[str, str]] | None:
+        """(name, partitions, configs) of ``__share_group_state`` as Kafka creates it; None if it exists."""
+        meta = getattr(self.broker, "metadata", None)
+        if meta is None or meta.get(rec.SHARE_STATE_TOPIC) is not None:
+            return None
+        return rec.SHARE_STATE_TOPIC, self.cfg("share.coordinator.state.topic.num.partitions"), {
+            "cleanup.policy": "delete",
+            "segment.bytes": str(self.cfg("share.coordinator.state.topic.segment.bytes")),
+            "compression.type": "producer",
+            "retention.ms": "-1",
+        }
+
+    def load(self) -> None:
+        """Read every state partition (snapshots replace, updates merge); blocking file reads."""
+        from ..group_coordinator.coordinator import _read_entries  # noqa: PLC0415 - shared reader
+
+        broker = self.broker
+        if broker is None or broker.metadata is None or broker.metadata.get(rec.SHARE_STATE_TOPIC) is None:
+            self.loaded = True
+            return
+        states: dict[Key, rec.ShareState] = {}
+        for partition in range(self.num_partitions()):
+            plog = broker.partition_log(rec.SHARE_STATE_TOPIC, partition)
+            if plog is None:
+                continue
+            for _pid, marker, key, value in _read_entries(plog):
+                if marker is not None or key is None:
+                    continue
+                try:
+                    key_version, k, v = rec.decode(key, value)
+                except Exception:
+                    log.warning("Skipping an unreadable record in %s-%d", rec.SHARE_STATE_TOPIC, partition)
+                    continue
+                ident = (k.group_id, k.topic_id, k.partition)
+                if v is None:
+                    states.pop(ident, None)
+                    continue
+                batches = [(b.first_offset, b.last_offset, b.delivery_state, b.delivery_count)
+                           for b in v.state_batches]
+                if key_version == rec.SNAPSHOT_KEY_VERSION:
+                    states[ident] = rec.ShareState(
+                        snapshot_epoch=v.snapshot_epoch, state_epoch=v.state_epoch, leader_epoch=v.leader_epoch,
+                        start_offset=v.start_offset, delivery_complete_count=v.delivery_complete_count,
+                        create_timestamp=v.create_timestamp, write_timestamp=v.write_timestamp, batches=batches)
+                else:
+                    state = states.get(ident)
+                    if state is None or state.snapshot_epoch != v.snapshot_epoch:
+                        continue
+                    state.leader_epoch = v.leader_epoch
+                    if v.start_offset >= 0:
+                        state.start_offset = v.start_offset
+                    state.delivery_complete_count = v.delivery_complete_count
+                    state.batches = rec.merge(state.batches, batches, state.start_offset)
+                    state.updates_since_snapshot += 1
+        self.states = states
+        self.loaded = True
+        log.info("Loaded the state of %d share-partitions from %s", len(states), rec.SHARE_STATE_TOPIC)
+
+    def _append(self, ident: Key, records: list[tuple[bytes, bytes | None]]) -> None:
+        broker = self.broker
+        if broker is None:
+            return
+        key = rec.coordinator_key(*ident)
+        plog = broker.partition_log(rec.SHARE_STATE_TOPIC, rec.partition_for(key, self.num_partitions()))
+        if plog is None:
+            raise ShareStateError(ErrorCode.COORDINATOR_NOT_AVAILABLE)
+        try:
+            plog.append_as_coordinator(rec.state_batch(records, _now_ms()), now_ms=_now_ms())
+        except Exception as exc:
+            log.exception("Writing share state %s to %s failed", key, rec.SHARE_STATE_TOPIC)
+            raise ShareStateError(ErrorCode.UNKNOWN_SERVER_ERROR, str(exc)) from exc
+        broker.notify_appended()
+
+    # ---------------------------------------------------------------- the RPCs' operations
+
+    def initialize(self, group_id: str, topic_id: Any, partition: int, state_epoch: int, start_offset: int) -> None:
+        """InitializeShareGroupState: a fresh snapshot (the old state, if any, is replaced)."""
+        ident = (group_id, topic_id, partition)
+        old = self.states.get(ident)
+        if old is not None and old.state_epoch > state_epoch:
+            raise ShareStateError(ErrorCode.FENCED_STATE_EPOCH, "Initialize state epoch is older than the current one.")
+        now = _now_ms()
+        state = rec.ShareState(snapshot_epoch=0 if old is None else old.snapshot_epoch + 1, state_epoch=state_epoch,
+                               leader_epoch=-1, start_offset=start_offset, delivery_complete_count=-1,
+                               create_timestamp=now, write_timestamp=now, batches=[])
+        self._append(ident, [rec.snapshot_record(group_id, topic_id, partition, state)])
+        self.states[ident] = state
+
+    def read(self, group_id: str, topic_id: Any, partition: int, leader_epoch: int = -1) -> rec.ShareState | None:
+        """ReadShareGroupState (None: never initialized)."""
+        state = self.states.get((group_id, topic_id, partition))
+        if state is not None and leader_epoch >= 0:
+            if leader_epoch < state.leader_epoch:
+                raise ShareStateError(ErrorCode.FENCED_LEADER_EPOCH)
+            state.leader_epoch = leader_epoch
+        return state
+
+    def write(self, group_id: str, topic_id: Any, partition: int, state_epoch: int, leader_epoch: int,
+              start_offset: int, batches: list[tuple[int, int, int, int]], delivery_complete_count: int = -1) -> None:
+        """WriteShareGroupState: an update record, or a new snapshot every N updates."""
+        ident = (group_id, topic_id, partition)
+        old = self.states.get(ident)
+        if old is not None:
+            if state_epoch < old.state_epoch:
+                raise ShareStateError(ErrorCode.FENCED_STATE_EPOCH)
+            if leader_epoch >= 0 and leader_epoch < old.leader_epoch:
+                raise ShareStateError(ErrorCode.FENCED_LEADER_EPOCH)
+        now = _now_ms()
+        if old is None or old.updates_since_snapshot + 1 >= self.cfg(
+                "share.coordinator.snapshot.update.records.per.snapshot"):
+            start = start_offset if start_offset >= 0 else (old.start_offset if old else -1)
+            state = rec.ShareState(
+                snapshot_epoch=0 if old is None else old.snapshot_epoch + 1,
+                state_epoch=state_epoch, leader_epoch=leader_epoch if leader_epoch >= 0 else -1,
+                start_offset=start, delivery_complete_count=delivery_complete_count,
+                create_timestamp=now if old is None else old.create_timestamp, write_timestamp=now,
+                batches=rec.merge(old.batches if old else [], batches, start))
+            self._append(ident, [rec.snapshot_record(group_id, topic_id, partition, state)])
+            self.states[ident] = state
+            return
+        state = rec.ShareState(**{**old.__dict__})
+        state.leader_epoch = max(leader_epoch, old.leader_epoch)
+        if start_offset >= 0:
+            state.start_offset = start_offset
+        state.delivery_complete_count = delivery_complete_count
+        state.batches = rec.merge(old.batches, batches, state.start_offset)
+        state.updates_since_snapshot += 1
+        self._append(ident, [rec.update_record(group_id, topic_id, partition, state, batches)])
+        self.states[ident] = state
+
+    def delete(self, group_id: str, topic_id: Any, partition: int) -> None:
+        """DeleteShareGroupState: tombstones for the key's snapshot and update records."""
+        ident = (group_id, topic_id, partition)
+        if ident not in self.states:
+            return
+        snapshot_key = rec.snapshot_record(group_id, topic_id, partition, rec.ShareState())[0]
+        update_key = rec.update_record(group_id, topic_id, partition, rec.ShareState(), [])[0]
+        self._append(ident, [(snapshot_key, None), (update_key, None)])
+        del self.states[ident]
+
+    def keys_of_group(self, group_id: str) -> list[Key]:
+        return [k for k in self.states if k[0] == group_id]

@@ -1,0 +1,270 @@
+"""Share-partitions on the partition leader (Kafka's SharePartition / SharePartitionManager).
+
+A share-partition is one topic-partition as one share group consumes it. Its *in-flight window*
+runs from the start offset (everything before it is done) to the end offset (the next offset not
+yet handed out); each offset in the window has a delivery state and a delivery count:
+
+* AVAILABLE -- may be acquired (again); ACQUIRED -- locked by one member until it acknowledges
+  or the lock (``group.share.record.lock.duration.ms``) runs out;
+* ACKNOWLEDGED -- accepted; ARCHIVED -- rejected, a gap, or released/timed out once the delivery
+  count reached ``group.share.delivery.count.limit``.
+
+The start offset moves past offsets that are ACKNOWLEDGED or ARCHIVED; the window never holds
+more than ``group.share.partition.max.record.locks`` offsets. Every change of state other than an
+acquisition is written to the share coordinator (``__share_group_state``) before it is answered,
+as Kafka's persister does; locks are not persisted, so after a restart acquired records are
+available again with the delivery count last written.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+from ..wire.errors import ErrorCode
+from ..wire.records import iter_batches
+
+log = logging.getLogger(__name__)
+
+AVAILABLE, ACQUIRED, ACKNOWLEDGED, ARCHIVED = 0, 1, 2, 4
+#: AcknowledgeTypes on the wire (KIP-932; RENEW is Kafka 4.2+)
+GAP, ACCEPT, RELEASE, REJECT, RENEW = 0, 1, 2, 3, 4
+
+#: Kafka's defaults of the share settings (broker settings; groups may override some, see group_setting)
+DEFAULTS = {
+    "group.share.record.lock.duration.ms": 30000,
+    "group.share.delivery.count.limit": 5,
+    "group.share.partition.max.record.locks": 2000,
+    "share.auto.offset.reset": "latest",
+}
+#: group config -> the broker setting it overrides
+GROUP_OVERRIDES = {
+    "share.record.lock.duration.ms": "group.share.record.lock.duration.ms",
+    "share.delivery.count.limit": "group.share.delivery.count.limit",
+}
+
+
+class _Offset:
+    __slots__ = ("state", "count", "member", "deadline")
+
+    def __init__(self, state: int, count: int, member: str | None = None, deadline: float = 0.0) -> None:
+        self.state = state
+        self.count = count
+        self.member = member
+        self.deadline = deadline
+
+
+@dataclass
+class Acquired:
+    """What one acquisition hands a member: batch bytes and the acquired ranges in them."""
+
+    data: bytes = b""
+    ranges: list[tuple[int, int, int]] = field(default_factory=list)  # (first, last, delivery count)
+
+    @property
+    def count(self) -> int:
+        return sum(last - first + 1 for first, last, _ in self.ranges)
+
+
+class SharePartition:
+    """The share state of one (group, topic partition) on its leader."""
+
+    def __init__(self, group_id: str, topic: str, partition: int, topic_id: Any, start_offset: int,
+                 state_epoch: int = 0, batches: list[tuple[int, int, int, int]] | None = None) -> None:
+        self.group_id = group_id
+        self.topic = topic
+        self.partition = partition
+        self.topic_id = topic_id
+        self.state_epoch = state_epoch
+        self.start_offset = start_offset
+        self.window: dict[int, _Offset] = {}
+        self.end_offset = start_offset
+        for first, last, state, count in batches or ():
+            # a lock does not survive a restart: ACQUIRED comes back as AVAILABLE
+            for offset in range(max(first, start_offset), last + 1):
+                self.window[offset] = _Offset(AVAILABLE if state == ACQUIRED else state, count)
+            self.end_offset = max(self.end_offset, last + 1)
+        for offset in range(start_offset, self.end_offset):
+            self.window.setdefault(offset, _Offset(AVAILABLE, 0))
+        self._advance()
+        self.next_deadline = float("inf")
+
+    # ---------------------------------------------------------------- queries
+
+    def in_flight(self) -> int:
+        return self.end_offset - self.start_offset
+
+    def state_batches(self) -> list[tuple[int, int, int, int]]:
+        """(first, last, state, delivery count) runs of the window, as the state records hold them;
+        an acquired offset is written as available (locks are not persisted)."""
+        out: list[list[int]] = []
+        for offset in range(self.start_offset, self.end_offset):
+            entry = self.window[offset]
+            state = AVAILABLE if entry.state == ACQUIRED else entry.state
+            if out and out[-1][1] == offset - 1 and out[-1][2] == state and out[-1][3] == entry.count:
+                out[-1][1] = offset
+            else:
+                out.append([offset, offset, state, entry.count])
+        return [tuple(b) for b in out]  # type: ignore[misc]
+
+    def delivery_complete_count(self) -> int:
+        """Offsets of the window whose delivery is complete (ACKNOWLEDGED or ARCHIVED)."""
+        return sum(1 for e in self.window.values() if e.state in (ACKNOWLEDGED, ARCHIVED))
+
+    # ---------------------------------------------------------------- state changes
+
+    def _advance(self) -> None:
+        while self.start_offset < self.end_offset:
+            entry = self.window.get(self.start_offset)
+            if entry is None or entry.state not in (ACKNOWLEDGED, ARCHIVED):
+                break
+            del self.window[self.start_offset]
+            self.start_offset += 1
+
+    def _give_back(self, entry: _Offset, limit: int) -> None:
+        entry.state = ARCHIVED if entry.count >= limit else AVAILABLE
+        entry.member = None
+
+    def expire_locks(self, now: float, limit: int) -> bool:
+        """Locks past their deadline go back (or to ARCHIVED at the delivery limit); True if any did."""
+        if now < self.next_deadline:
+            return False
+        changed = False
+        upcoming = float("inf")
+        for entry in self.window.values():
+            if entry.state != ACQUIRED:
+                continue
+            if entry.deadline <= now:
+                self._give_back(entry, limit)
+                changed = True
+            else:
+                upcoming = min(upcoming, entry.deadline)
+        self.next_deadline = upcoming
+        if changed:
+            self._advance()
+        return changed
+
+    def release_member(self, member: str, limit: int) -> bool:
+        """Everything the member holds goes back (it left or closed its share session)."""
+        changed = False
+        for entry in self.window.values():
+            if entry.state == ACQUIRED and entry.member == member:
+                self._give_back(entry, limit)
+                changed = True
+        if changed:
+            self._advance()
+        return changed
+
+    def acquire(self, member: str, max_records: int, now: float, lock_s: float, max_locks: int,
+                high_watermark: int, read: Callable[[int], bytes]) -> Acquired:
+        """Acquire for `member` up to about `max_records` records (whole batches): first offsets
+        of the window that are available again, then new ones from the log up to the high
+        watermark, as long as the window stays within `max_locks`. `read(offset)` gives the
+        log's batches from the one holding `offset`."""
+        fetch_from = next((o for o in range(self.start_offset, self.end_offset)
+                           if self.window[o].state == AVAILABLE), self.end_offset)
+        if fetch_from == self.end_offset and (self.in_flight() >= max_locks or fetch_from >= high_watermark):
+            return Acquired()
+        if fetch_from >= high_watermark:
+            return Acquired()
+        buf = read(fetch_from)
+        acquired: list[int] = []
+        first_pos = last_end = -1
+        deadline = now + lock_s
+        full = False
+        for batch in iter_batches(buf):
+            h = batch.header()
+            base, last = h.base_offset, h.base_offset + h.last_offset_delta
+            if last < fetch_from or last >= high_watermark and base >= high_watermark:
+                continue
+            if len(acquired) >= max_records or full:
+                break
+            control = bool(h.attributes & 0x20)
+            took = False
+            for offset in range(max(base, fetch_from), min(last, high_watermark - 1) + 1):
+                entry = self.window.get(offset)
+                if entry is None:
+                    if offset < self.end_offset:
+                        continue  # before the window: done already
+                    if offset - self.start_offset >= max_locks:
+                        full = True
+                        break
+                    entry = self.window[offset] = _Offset(AVAILABLE, 0)
+                    self.end_offset = offset + 1
+                if entry.state != AVAILABLE:
+                    continue
+                if control:
+                    entry.state = ARCHIVED  # transaction markers are never delivered
+                    continue
+                entry.state = ACQUIRED
+                entry.count += 1
+                entry.member = member
+                entry.deadline = deadline
+                acquired.append(offset)
+                took = True
+            if took:
+                if first_pos < 0:
+                    first_pos = batch.position
+                last_end = batch.position + batch.size_in_bytes
+        if acquired:
+            self.next_deadline = min(self.next_deadline, deadline)
+        self._advance()
+        if not acquired:
+            return Acquired()
+        ranges: list[list[int]] = []
+        for offset in acquired:
+            count = self.window[offset].count
+            if ranges and ranges[-1][1] == offset - 1 and ranges[-1][2] == count:
+                ranges[-1][1] = offset
+            else:
+                ranges.append([offset, offset, count])
+        return Acquired(bytes(buf[first_pos:last_end]), [tuple(r) for r in ranges])  # type: ignore[misc]
+
+    def check_acknowledge(self, member: str, first: int, last: int, types: list[int]) -> ErrorCode:
+        """Whether the member may acknowledge [first, last] with these types."""
+        if last < first or not types or len(types) not in (1, last - first + 1):
+            return ErrorCode.INVALID_REQUEST
+        if any(t not in (GAP, ACCEPT, RELEASE, REJECT, RENEW) for t in types):
+            return ErrorCode.INVALID_REQUEST
+        for offset in range(first, last + 1):
+            entry = self.window.get(offset)
+            if entry is None or entry.state != ACQUIRED or entry.member != member:
+                return ErrorCode.INVALID_RECORD_STATE
+        return ErrorCode.NONE
+
+    def acknowledge(self, member: str, first: int, last: int, types: list[int], now: float, lock_s: float,
+                    limit: int) -> bool:
+        """Apply checked acknowledgements; True if anything to persist changed (RENEW alone does not)."""
+        changed = False
+        for i, offset in enumerate(range(first, last + 1)):
+            kind = types[0] if len(types) == 1 else types[i]
+            entry = self.window[offset]
+            if kind == RENEW:
+                entry.deadline = now + lock_s
+                self.next_deadline = min(self.next_deadline, entry.deadline)
+                continue
+            changed = True
+            entry.member = None
+            if kind == ACCEPT:
+                entry.state = ACKNOWLEDGED
+            elif kind == RELEASE:
+                self._give_back(entry, limit)
+            else:  # REJECT, GAP
+                entry.state = ARCHIVED
+        self._advance()
+        return changed
+
+    def reset_start(self, offset: int) -> None:
+        """AlterShareGroupOffsets: start again at `offset` with an empty window."""
+        self.window.clear()
+        self.start_offset = self.end_offset = offset
+        self.next_deadline = float("inf")
+
+
+def read_batches(plog: Any, offset: int, max_bytes: int, high_watermark: int) -> bytes:
+    """The log's batches from the one holding `offset`, up to `max_bytes` (at least one batch)."""
+    data = plog.read(offset, max_bytes, high_watermark, True)
+    return b"".join(os.pread(s.file.fileno(), s.size, s.position) for s in data.slices)

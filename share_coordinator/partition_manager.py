@@ -1,0 +1,213 @@
+"""The partition leader's share-partitions and share sessions (Kafka's SharePartitionManager).
+
+Share sessions (KIP-932) work like fetch sessions keyed by (group, member): ShareSessionEpoch 0
+opens a session (a full fetch), every later request carries the next epoch and names only
+partitions to add (topics) or drop (forgotten topics); epoch -1 closes the session, and what the
+member still holds goes back to the group.
+"""
+
+from __future__ import annotations
+
+import logging
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any
+
+from ..wire.errors import ErrorCode
+from .coordinator import ShareCoordinator, ShareStateError
+from .partition import DEFAULTS, GROUP_OVERRIDES, Acquired, SharePartition, read_batches
+
+if TYPE_CHECKING:
+    from ..broker import Broker
+
+log = logging.getLogger(__name__)
+
+GROUP_RESOURCE = 32  # ConfigResource.Type.GROUP
+INITIAL_EPOCH, FINAL_EPOCH = 0, -1
+PartitionKey = tuple[Any, int]  # topic id, partition
+
+
+@dataclass
+class ShareSession:
+    """A member's share session: the next epoch it must send and the partitions it fetches."""
+
+    epoch: int = 1
+    partitions: dict[PartitionKey, None] = field(default_factory=dict)
+
+
+def next_epoch(epoch: int) -> int:
+    return 1 if epoch >= 2**31 - 1 else epoch + 1
+
+
+class SharePartitionManager:
+    """Share-partitions of the partitions this broker leads, and the share sessions of members."""
+
+    def __init__(self, broker: Broker, coordinator: ShareCoordinator) -> None:
+        self.broker = broker
+        self.coordinator = coordinator
+        self.partitions: dict[tuple[str, Any, int], SharePartition] = {}
+        self.sessions: dict[tuple[str, str], ShareSession] = {}
+
+    async def shutdown(self) -> None:
+        """Nothing to flush: every state change was written when it happened."""
+
+    # ---------------------------------------------------------------- settings
+
+    def group_configs(self, group_id: str) -> dict[str, str]:
+        store = getattr(self.broker, "metadata_store", None)
+        image = getattr(store, "image", None)
+        return dict(image.configs.get((GROUP_RESOURCE, group_id), {})) if image is not None else {}
+
+    def setting(self, group_id: str, key: str) -> Any:
+        """A share setting for a group: the group's config, else the broker's, else Kafka's default."""
+        group = self.group_configs(group_id)
+        for override, broker_key in GROUP_OVERRIDES.items():
+            if broker_key == key and override in group:
+                return int(group[override])
+        if key in group:
+            return group[key]
+        raw = getattr(self.broker.config, "raw", {}) or {}
+        found = raw.get(key, DEFAULTS[key])
+        return found if key == "share.auto.offset.reset" else int(found)
+
+    # ---------------------------------------------------------------- sessions
+
+    def open_session(self, group_id: str, member_id: str, epoch: int) -> ShareSession | ErrorCode:
+        """The session a request with `epoch` uses (opened, continued or taken for closing)."""
+        key = (group_id, member_id)
+        if epoch == INITIAL_EPOCH:
+            old = self.sessions.pop(key, None)
+            if old is not None:
+                self.release(group_id, member_id)
+            session = self.sessions[key] = ShareSession()
+            return session
+        session = self.sessions.get(key)
+        if session is None:
+            return ErrorCode.SHARE_SESSION_NOT_FOUND
+        if epoch == FINAL_EPOCH:
+            return session
+        if epoch != session.epoch:
+            return ErrorCode.INVALID_SHARE_SESSION_EPOCH
+        session.epoch = next_epoch(epoch)
+        return session
+
+    def close_session(self, group_id: str, member_id: str) -> None:
+        self.sessions.pop((group_id, member_id), None)
+        self.release(group_id, member_id)
+
+    def member_left(self, group_id: str, member_id: str) -> None:
+        """The member left its group (ShareGroupHeartbeat epoch -1)."""
+        self.close_session(group_id, member_id)
+
+    def release(self, group_id: str, member_id: str) -> None:
+        """Give back everything the member holds in the group's share-partitions."""
+        limit = self.setting(group_id, "group.share.delivery.count.limit")
+        woken = []
+        for (gid, _tid, _p), sp in self.partitions.items():
+            if gid == group_id and sp.release_member(member_id, limit):
+                self.persist(sp)
+                woken.append((sp.topic, sp.partition))
+        if woken:
+            self.broker.notify_appended(woken)
+
+    # ---------------------------------------------------------------- share-partitions
+
+    def partition(self, group_id: str, topic_id: Any, index: int) -> SharePartition | ErrorCode:
+        """The share-partition (made and initialized on first use), or why there is none."""
+        key = (group_id, topic_id, index)
+        sp = self.partitions.get(key)
+        meta = self.broker.metadata
+        topic = meta.by_id(topic_id) if meta is not None else None
+        if topic is None:
+            return ErrorCode.UNKNOWN_TOPIC_ID
+        if sp is not None and sp.topic == topic.name:
+            return sp
+        if not 0 <= index < topic.partitions:
+            return ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
+        plog = self.broker.partition_log(topic.name, index)
+        if plog is None:
+            return self.broker.partition_error(topic.name, index)
+        if not self.coordinator.loaded:
+            self.coordinator.load()
+        state = self.coordinator.read(group_id, topic_id, index)
+        if state is None or state.start_offset < 0:
+            reset = str(self.setting(group_id, "share.auto.offset.reset")).strip().lower()
+            start = plog.log_start_offset if reset == "earliest" else plog.high_watermark
+            state_epoch = state.state_epoch if state is not None else 0
+            try:
+                if state is None:
+                    self.coordinator.initialize(group_id, topic_id, index, state_epoch, -1)
+                self.coordinator.write(group_id, topic_id, index, state_epoch, plog.leader_epoch, start, [])
+            except ShareStateError as exc:
+                return exc.code
+            sp = SharePartition(group_id, topic.name, index, topic_id, start, state_epoch)
+        else:
+            # the log may have lost records before the state's start (retention, DeleteRecords)
+            start = max(state.start_offset, plog.log_start_offset)
+            sp = SharePartition(group_id, topic.name, index, topic_id, start, state.state_epoch, state.batches)
+        self.partitions[key] = sp
+        return sp
+
+    def persist(self, sp: SharePartition) -> ErrorCode:
+        """Write a share-partition's state to the share coordinator."""
+        plog = self.broker.partition_log(sp.topic, sp.partition)
+        try:
+            self.coordinator.write(sp.group_id, sp.topic_id, sp.partition, sp.state_epoch,
+                                   plog.leader_epoch if plog is not None else -1, sp.start_offset,
+                                   sp.state_batches(), sp.delivery_complete_count())
+        except ShareStateError as exc:
+            return exc.code
+        return ErrorCode.NONE
+
+    def acknowledge(self, group_id: str, member_id: str, topic_id: Any, index: int,
+                    batches: list[tuple[int, int, list[int]]], now: float) -> ErrorCode:
+        """Apply one partition's acknowledgement batches (all or none) and persist them."""
+        sp = self.partition(group_id, topic_id, index)
+        if isinstance(sp, ErrorCode):
+            return sp
+        limit = self.setting(group_id, "group.share.delivery.count.limit")
+        lock_s = self.setting(group_id, "group.share.record.lock.duration.ms") / 1000
+        sp.expire_locks(now, limit)
+        for first, last, types in batches:
+            code = sp.check_acknowledge(member_id, first, last, types)
+            if code != ErrorCode.NONE:
+                return code
+        changed = False
+        released = False
+        for first, last, types in batches:
+            changed |= sp.acknowledge(member_id, first, last, types, now, lock_s, limit)
+            released |= 2 in types
+        if changed:
+            code = self.persist(sp)
+            if code != ErrorCode.NONE:
+                return code
+        if released:  # a waiting ShareFetch of another member may take these now
+            self.broker.notify_appended([(sp.topic, sp.partition)])
+        return ErrorCode.NONE
+
+    def acquire(self, group_id: str, member_id: str, topic_id: Any, index: int, max_records: int, max_bytes: int,
+                now: float) -> Acquired | ErrorCode:
+        """Acquire records of one partition for a member."""
+        sp = self.partition(group_id, topic_id, index)
+        if isinstance(sp, ErrorCode):
+            return sp
+        plog = self.broker.partition_log(sp.topic, sp.partition)
+        if plog is None:
+            return self.broker.partition_error(sp.topic, sp.partition)
+        limit = self.setting(group_id, "group.share.delivery.count.limit")
+        if sp.expire_locks(now, limit):
+            self.persist(sp)
+        hw = plog.high_watermark
+        if sp.start_offset < plog.log_start_offset:
+            sp.reset_start(plog.log_start_offset)
+        lock_s = self.setting(group_id, "group.share.record.lock.duration.ms") / 1000
+        max_locks = self.setting(group_id, "group.share.partition.max.record.locks")
+        before = sp.start_offset
+        got = sp.acquire(member_id, max_records, now, lock_s, max_locks, hw,
+                         lambda offset: read_batches(plog, offset, max_bytes, hw))
+        if sp.start_offset != before:
+            self.persist(sp)  # transaction markers archived at the start of the window
+        return got
+
+    def next_deadline(self, keys: list[tuple[str, Any, int]]) -> float:
+        """The earliest lock deadline among these share-partitions (when a wait must end)."""
+        return min((self.partitions[k].next_deadline for k in keys if k in self.partitions), default=float("inf"))
