@@ -13,7 +13,7 @@ from typing import Any
 import trio
 
 from . import storage
-from .cluster.metadata_cache import LocalMetadataCache
+from .cluster.metadata_cache import ControllerMetadataCache, LocalMetadataCache
 from .cluster_metadata import ClusterMetadata, Topic
 from .config import BrokerConfig
 from .handlers.fetch_sessions import AppendWaiters, FetchSessionCache
@@ -59,6 +59,12 @@ class Broker:
         self.broker_role: Any = None
         self.replica_manager: Any = None
         self.forwarding: Any = None
+        # the controller of other brokers (kraft.quorum_controller), when controller.listener.names is set
+        self.quorum_controller: Any = None
+        # a broker of a cluster: transactional batches checked with coordinators on other brokers,
+        # and transaction markers for partitions other brokers lead
+        self.add_partitions_to_txn: Any = None
+        self.txn_markers: Any = None
 
     # ------------------------------------------------------------------ lifecycle
 
@@ -74,6 +80,9 @@ class Broker:
         self.cluster_id = storage.read_cluster_id(self.config)
         self.default_log_config = storage.default_log_config(self.config)
         metadata_store = storage.open_metadata_store(self.config, now_ms)
+        from .kraft import quorum_controller  # noqa: PLC0415 - a controller of other brokers only
+        metadata_store.serves_brokers = quorum_controller.serves_brokers(self.config)
+        metadata_store.is_broker = quorum_controller.is_broker(self.config)
         # topic configs for the logs being loaded (segment.bytes, index settings, ...) before
         # ClusterMetadata exists
         self._boot_image = plan.metadata.image
@@ -85,6 +94,11 @@ class Broker:
         self.metadata_store = metadata_store
         self.metadata_store.choose_dirs = self._dirs_for_new_logs
         await trio.to_thread.run_sync(self.metadata_store.start)
+        if metadata_store.serves_brokers:
+            self.quorum_controller = quorum_controller.QuorumController(
+                metadata_store, self.cluster_id, self.node_id,
+                session_timeout_ms=int(self.config.get("broker.session.timeout.ms")))
+            self.metadata_cache = ControllerMetadataCache(self)
         self.metadata = ClusterMetadata.load(self)
         self._boot_image = None
         # Kafka's Partition.makeLeader: each partition's leader epoch (from the metadata) starts
@@ -94,10 +108,25 @@ class Broker:
         self.producer_ids = ProducerIdManager.after_logs(
             self.log_manager.all_logs(), self.metadata_store.allocate_producer_ids
         )
+        if not metadata_store.is_broker:
+            return  # a controller only: no groups, no transactions
         from .group_coordinator import GroupCoordinator  # noqa: PLC0415 - keeps broker import light
         from .txn_coordinator import TransactionCoordinator  # noqa: PLC0415
-        self.coordinators.setdefault("groups", GroupCoordinator(self))
-        self.coordinators.setdefault("transactions", TransactionCoordinator(self))
+        groups = self.coordinators.setdefault("groups", GroupCoordinator(self))
+        txn = self.coordinators.setdefault("transactions", TransactionCoordinator(self))
+        if metadata_store.serves_brokers:
+            # the coordinators of a cluster's combined node own what the partitions it leads hold;
+            # the rest of a transaction is on other brokers
+            from .cluster.add_partitions_to_txn import AddPartitionsToTxnManager  # noqa: PLC0415
+            from .cluster.txn_markers import TransactionMarkerChannelManager  # noqa: PLC0415
+
+            groups.owns = lambda group_id: self.leads("__consumer_offsets", groups.partition_for(group_id))
+            txn.owns = lambda txn_id: self.leads("__transaction_state", txn.partition_for(txn_id))
+            listener = storage.inter_broker_listener(self.config)
+            self.txn_markers = TransactionMarkerChannelManager(self, listener)
+            txn.remote_markers = self.txn_markers.send
+            self.add_partitions_to_txn = AddPartitionsToTxnManager(
+                self.node_id, lambda: metadata_store.image, lambda: self.metadata_cache, listener)
         for name in ("groups", "transactions"):
             coordinator = self.coordinators.get(name)
             if coordinator is not None:
@@ -127,6 +156,7 @@ class Broker:
         self.replica_manager = role.replica_manager
         self.metadata_cache = role.cache
         self.forwarding = role.forwarding
+        self.add_partitions_to_txn = role.add_partitions
         self.metadata = ClusterMetadata(self)
         # producer ids come in blocks from the controller
         self.producer_ids = role.producer_ids
@@ -153,6 +183,8 @@ class Broker:
             await self.broker_role.controlled_shutdown()
         for coordinator in self.coordinators.values():
             await coordinator.shutdown()
+        if self.add_partitions_to_txn is not None and self.broker_role is None:
+            await self.add_partitions_to_txn.close()
         if self.metadata_store is not None:
             # controlled shutdown: the metadata records that this node no longer leads
             await trio.to_thread.run_sync(self.metadata_store.resign)
@@ -189,6 +221,10 @@ class Broker:
                 if self.bound_addresses:
                     self.broker_role.bound_port(self.bound_addresses[0][1])
                 nursery.start_soon(self.broker_role.run)
+            if self.quorum_controller is not None:
+                nursery.start_soon(self.quorum_controller.run)
+            if self.txn_markers is not None and self.broker_role is None:
+                nursery.start_soon(self.txn_markers.run)
             # retention (Kafka's kafka-log-retention task) and the removal of .deleted files and
             # -delete dirs; structural log changes hop back to the event loop (run_exclusive)
             self.log_manager.run_exclusive = trio.from_thread.run_sync
@@ -277,6 +313,27 @@ class Broker:
     def reconfigure_topic(self, topic: Topic) -> None:
         self.log_manager.update_topic_config(topic.name, self.topic_log_config(topic))
 
+    def hosts_replica(self, topic: str, partition: int) -> bool:
+        """Whether a partition has a replica on this node: always on a single node; on the
+        controller of a cluster as its metadata places it (a pure controller hosts none)."""
+        store = self.metadata_store
+        if store is None or not store.serves_brokers:
+            return True
+        if not store.is_broker:
+            return False
+        state = store.image.topic(topic)
+        part = state.partitions.get(partition) if state is not None else None
+        return part is None or self.node_id in part.replicas
+
+    def leads(self, topic: str, partition: int) -> bool:
+        """Whether this node leads a partition (as the metadata says, on a cluster's controller)."""
+        store = self.metadata_store
+        if store is None or not store.serves_brokers:
+            return self.log_manager is not None and self.log_manager.get_log(topic, partition) is not None
+        state = store.image.topic(topic)
+        part = state.partitions.get(partition) if state is not None else None
+        return part is not None and part.leader == self.node_id
+
     def partition_log(self, topic: str, partition: int) -> PartitionLog | None:
         """The log of a partition this broker leads (None if it does not)."""
         if self.replica_manager is not None:
@@ -288,4 +345,9 @@ class Broker:
         another broker leads it, else UNKNOWN_TOPIC_OR_PARTITION."""
         if self.replica_manager is not None:
             return self.replica_manager.error_for(topic, partition)
+        store = self.metadata_store
+        if store is not None and store.serves_brokers:
+            state = store.image.topic(topic)
+            if state is not None and partition in state.partitions:
+                return ErrorCode.NOT_LEADER_OR_FOLLOWER
         return ErrorCode.UNKNOWN_TOPIC_OR_PARTITION

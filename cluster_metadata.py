@@ -122,7 +122,7 @@ class ClusterMetadata:
                     # the configs reach every loaded log (adopted and Kafka-made topics included)
                     broker.reconfigure_topic(topic)
                 for index in range(topic.partitions):
-                    if broker.log_manager.get_log(topic.name, index) is None:
+                    if broker.log_manager.get_log(topic.name, index) is None and broker.hosts_replica(topic.name, index):
                         broker.open_partition_log(topic, index)
             # partition dirs moved between log dirs while stopped: tell the metadata where they are
             store.reconcile_directories({(plog.topic, plog.partition): plog.dir.parent
@@ -145,7 +145,8 @@ class ClusterMetadata:
         self._persist("create", topic)
         self._add(topic)
         for index in range(partitions):
-            self.broker.open_partition_log(topic, index)
+            if self.broker.hosts_replica(name, index):
+                self.broker.open_partition_log(topic, index)
         log.info("Created topic %s with %d partitions, id %s", name, partitions, topic.topic_id.to_base64())
         return topic
 
@@ -155,7 +156,8 @@ class ClusterMetadata:
         self._persist("partitions", Topic(topic.name, topic.topic_id, new_total, topic.configs))
         topic.partitions = new_total
         for index in range(old, new_total):
-            self.broker.open_partition_log(topic, index)
+            if self.broker.hosts_replica(topic.name, index):
+                self.broker.open_partition_log(topic, index)
 
     def delete_topic(self, topic: Topic) -> None:
         self._persist("delete", topic)

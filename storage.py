@@ -135,6 +135,14 @@ def directory_ids(config: BrokerConfig) -> dict[Path, Uuid]:
     return out
 
 
+def inter_broker_listener(config: BrokerConfig) -> str:
+    """The listener brokers reach each other on: inter.broker.listener.name, else the first
+    listener that is not a controller listener."""
+    controller_names = {str(n).upper() for n in config.get("controller.listener.names") or []}
+    return config.get("inter.broker.listener.name") or next(
+        (lst.name for lst in config.listeners if lst.name.upper() not in controller_names), "PLAINTEXT")
+
+
 def open_metadata_store(config: BrokerConfig, now_ms: Callable[[], int] | None = None) -> MetadataStore:
     """The metadata store over `metadata.log.dir`; call `start()` after the log manager has locked the dirs."""
     clock = now_ms or (lambda: time.time_ns() // 1_000_000)
@@ -165,6 +173,9 @@ def check_startup(config: BrokerConfig) -> StartupPlan:
     """
     check_storage_dirs(config)
     probe = MetadataStore(metadata_log_dir(config), config.node_id, {}, lambda: 0)
+    from .kraft.quorum_controller import serves_brokers  # noqa: PLC0415
+    # the controller of a cluster keeps other brokers' partitions in its metadata
+    probe.serves_brokers = serves_brokers(config)
     checked = probe.precheck()
     partition_dirs = _partition_dirs(config)
     if checked.empty:

@@ -23,9 +23,9 @@ from ..kraft.node_client import NodeConnection, NodeUnavailableError
 from ..kraft.observer import MetadataObserver, QuorumNode, parse_bootstrap_servers, parse_voters
 from ..kraft.records import MetadataRecord
 from ..kraft.store import supported_feature_ranges
-from ..storage import security_protocol_of
-from ..wire.errors import ErrorCode
+from ..storage import inter_broker_listener, security_protocol_of
 from ..wire.protocol import request_class
+from .add_partitions_to_txn import AddPartitionsToTxnManager
 from .forwarding import ForwardingManager
 from .metadata_cache import KRaftMetadataCache
 from .replica_manager import ReplicaManager
@@ -38,7 +38,6 @@ if TYPE_CHECKING:
 log = logging.getLogger(__name__)
 
 ALLOCATE_PRODUCER_IDS = 67
-ADD_PARTITIONS_TO_TXN = 24
 CREATE_TOPICS = 19
 OFFSETS_TOPIC = "__consumer_offsets"
 TRANSACTION_STATE_TOPIC = "__transaction_state"
@@ -82,12 +81,9 @@ class BrokerRole:
         self.forwarding = ForwardingManager(self.node_id, self.controller)
         self.caught_up = trio.Event()
         self.producer_ids = ControllerProducerIdManager(self)
-        listener = config.get("inter.broker.listener.name") or next(
-            (lst.name for lst in config.listeners
-             if lst.name.upper() not in {str(n).upper() for n in config.get("controller.listener.names") or []}),
-            "PLAINTEXT")
+        listener = inter_broker_listener(config)
         self.txn_markers = TransactionMarkerChannelManager(broker, listener)
-        self._coordinator_conns: dict[int, NodeConnection] = {}
+        self.add_partitions = AddPartitionsToTxnManager(self.node_id, lambda: self.image, lambda: self.cache, listener)
 
     def controller(self) -> QuorumNode | None:
         """Where the active controller is: the quorum leader the observer follows."""
@@ -167,45 +163,6 @@ class BrokerRole:
         await self.producer_ids.ensure_available()
         return self.producer_ids.generate()
 
-    async def add_partition_to_txn(self, transactional_id: str, producer_id: int, producer_epoch: int,
-                                   topic: str, partition: int, verify_only: bool) -> ErrorCode:
-        """Ask the transaction coordinator on another broker about a partition of a transactional
-        produce (Kafka's AddPartitionsToTxnManager): AddPartitionsToTxn v4+, `verify_only` for
-        KIP-890 part 1 verification, else (Transactions V2) to add it. Returns the partition's code."""
-        from ..txn_coordinator.records import partition_for  # noqa: PLC0415
-
-        state = self.image.topic(TRANSACTION_STATE_TOPIC)
-        if state is None or not state.partitions:
-            return ErrorCode.COORDINATOR_NOT_AVAILABLE
-        index = partition_for(transactional_id, max(state.partitions) + 1)
-        view = self.cache.partition(TRANSACTION_STATE_TOPIC, index, self.txn_markers.listener_name)
-        node = next((b for b in self.cache.alive_brokers(self.txn_markers.listener_name)
-                     if view is not None and b.node_id == view.leader), None)
-        if node is None:
-            return ErrorCode.COORDINATOR_NOT_AVAILABLE
-        conn = self._coordinator_conns.get(node.node_id)
-        if conn is None or (conn.host, conn.port) != (node.host, node.port):
-            conn = self._coordinator_conns[node.node_id] = NodeConnection(
-                node.host, node.port, node_id=node.node_id, client_id=f"broker-{self.node_id}-txn-verifier")
-        req = request_class(ADD_PARTITIONS_TO_TXN)
-        body = req(transactions=[req.AddPartitionsToTxnTransaction(
-            transactional_id=transactional_id, producer_id=producer_id, producer_epoch=producer_epoch,
-            verify_only=verify_only, topics=[req.AddPartitionsToTxnTopic(name=topic, partitions=[partition])])])
-        try:
-            version, resp = await conn.request(ADD_PARTITIONS_TO_TXN, body)
-        except NodeUnavailableError:
-            return ErrorCode.COORDINATOR_NOT_AVAILABLE
-        if version < 4:
-            return ErrorCode.UNSUPPORTED_VERSION
-        if resp.error_code:
-            return ErrorCode(resp.error_code)
-        for txn in resp.results_by_transaction:
-            for result in txn.topic_results:
-                for part in result.results_by_partition:
-                    if result.name == topic and part.partition_index == partition:
-                        return ErrorCode(part.partition_error_code)
-        return ErrorCode.UNKNOWN_SERVER_ERROR
-
     async def controlled_shutdown(self) -> None:
         if self.lifecycle is not None and self.lifecycle.broker_epoch >= 0:
             granted = await self.lifecycle.controlled_shutdown(30)
@@ -213,8 +170,7 @@ class BrokerRole:
                      "granted" if granted else "not granted in time")
         await self.forwarding.close()
         await self.producer_ids.close()
-        for conn in self._coordinator_conns.values():
-            await conn.close()
+        await self.add_partitions.close()
 
     def close(self) -> None:
         if self.log is not None:

@@ -123,3 +123,21 @@ class KRaftMetadataCache:
         elif listener_name is not None and not any(e.name == listener_name for e in reg.end_points):
             leader, error = -1, LISTENER_NOT_FOUND if part.leader in brokers else LEADER_NOT_AVAILABLE
         return PartitionView(leader, part.leader_epoch, list(part.replicas), list(part.isr), offline, error)
+
+
+class ControllerMetadataCache(KRaftMetadataCache):
+    """The controller of a cluster (a combined node serving other brokers, or a pure controller):
+    brokers and partitions as its own metadata store has them, right after each append."""
+
+    def __init__(self, broker: Broker) -> None:
+        super().__init__(broker.metadata_store.image, broker.node_id)
+        self._store = broker.metadata_store
+
+    @property  # type: ignore[override]
+    def generation(self) -> int:
+        log = self._store.log
+        return log.log_end_offset if log is not None else 0
+
+    @generation.setter
+    def generation(self, _value: int) -> None:
+        pass  # follows the metadata log's end

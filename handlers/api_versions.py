@@ -13,7 +13,14 @@ from ..kraft.records import new_record
 from ..logstore.java_hash import copied_hashmap_capacity, hashmap_order, spread, string_hash
 from ..wire.errors import ErrorCode
 from ..wire.protocol import response_class
-from .registry import API_VERSIONS_KEY, REGISTRY, RequestContext, advertised_versions, handles
+from .registry import (
+    API_VERSIONS_KEY,
+    REGISTRY,
+    RequestContext,
+    advertised_versions,
+    handles,
+    is_controller_listener,
+)
 
 ApiVersionsResponse = response_class(API_VERSIONS_KEY)
 
@@ -30,7 +37,7 @@ def _key(key: int, lo: int, hi: int) -> Any:
     return ApiVersionsResponse.ApiVersion(api_key=key, min_version=lo, max_version=hi)
 
 
-def api_versions_body(version: int, error: ErrorCode = ErrorCode.NONE) -> Any:
+def api_versions_body(version: int, error: ErrorCode = ErrorCode.NONE, controller_listener: bool = False) -> Any:
     """An ApiVersions answer without features: the UNSUPPORTED_VERSION reply (as v0) lists only
     ApiVersions' own range, the way Kafka tells the client which version to retry with; other
     errors list nothing (ApiVersionsRequest.getErrorResponse)."""
@@ -40,7 +47,7 @@ def api_versions_body(version: int, error: ErrorCode = ErrorCode.NONE) -> Any:
     elif error != ErrorCode.NONE:
         keys = []
     else:
-        keys = [_key(key, lo, hi) for key, lo, hi in advertised_versions()]
+        keys = [_key(key, lo, hi) for key, lo, hi in advertised_versions(controller_listener)]
     return ApiVersionsResponse(error_code=int(error), api_keys=keys, throttle_time_ms=0)
 
 
@@ -101,7 +108,7 @@ async def handle_api_versions(ctx: RequestContext, header, request) -> object:
             request.cluster_id != broker.cluster_id or request.node_id != broker.node_id):
         # KIP-1242: the client reached a different cluster or node than it meant to
         return api_versions_body(version, ErrorCode.REBOOTSTRAP_REQUIRED)
-    body = api_versions_body(version)
+    body = api_versions_body(version, controller_listener=is_controller_listener(ctx))
     features_of(ctx, version, body)
     return body
 

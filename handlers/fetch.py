@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import time
 
+from ..kraft.raft_leader import is_metadata_fetch
 from ..logstore.errors import OffsetOutOfRangeError
 from ..quota.throttle import fetch_max_bytes, fetch_throttle_ms
 from ..wire.errors import ErrorCode
@@ -113,6 +114,11 @@ def _response_size(reads: list[_Read], use_ids: bool) -> int:
 @handles(FETCH_KEY, 4, supported_versions(FETCH_KEY)[1])
 async def handle_fetch(ctx: RequestContext, header, request) -> object:
     version = header.api_version
+    if getattr(ctx.broker, "quorum_controller", None) is not None and is_metadata_fetch(request):
+        # a broker of this controller's cluster following the metadata log (KRaft)
+        from .controller_apis import metadata_fetch  # noqa: PLC0415
+
+        return await metadata_fetch(ctx, version, request)
     use_ids = version >= 13
     committed = request.isolation_level == READ_COMMITTED
     full: list = []

@@ -157,7 +157,7 @@ async def handle_produce(ctx: RequestContext, header, request) -> object | None:
                 broker, request.transactional_id, topic.name, index, partition_log, records, header.api_version)
             if isinstance(refused, RemoteTxnCheck):
                 # the coordinator is on another broker of the cluster (Kafka's AddPartitionsToTxnManager)
-                code = await broker.broker_role.add_partition_to_txn(
+                code = await broker.add_partitions_to_txn.add_partition_to_txn(
                     request.transactional_id, refused.producer_id, refused.producer_epoch, topic.name, index,
                     verify_only=not refused.add)
                 refused = produce_refusal(code, refused.add)

@@ -88,6 +88,7 @@ _HANDLER_MODULES = (
     "replica_log_dirs",
     "config_resources",
     "txn_markers",
+    "controller_apis",
     "delegation_tokens",
     "share_groups",
     "share_fetch",
@@ -122,9 +123,21 @@ def load_handlers() -> None:
                 raise
 
 
-def advertised_versions() -> list[tuple[int, int, int]]:
-    """(api_key, min, max) for every served API, in key order."""
-    return [(h.api_key, h.advertised_min, h.max_version) for _, h in sorted(REGISTRY.items())]
+#: APIs only a controller listener advertises (Kafka's ListenerType.CONTROLLER-only APIs).
+CONTROLLER_ONLY_APIS = frozenset({56, 58, 59, 62, 63, 67, 73})
+
+
+def advertised_versions(controller_listener: bool = False) -> list[tuple[int, int, int]]:
+    """(api_key, min, max) for every API served on a client listener (`controller_listener`:
+    on a controller listener, with the APIs brokers send their controller), in key order."""
+    return [(h.api_key, h.advertised_min, h.max_version) for _, h in sorted(REGISTRY.items())
+            if controller_listener or h.api_key not in CONTROLLER_ONLY_APIS]
+
+
+def is_controller_listener(ctx: RequestContext) -> bool:
+    """Whether the request came in on a listener named in controller.listener.names."""
+    names = {str(n).upper() for n in ctx.broker.config.get("controller.listener.names") or []}
+    return ctx.listener_name.upper() in names
 
 
 async def dispatch(ctx: RequestContext, frame: memoryview) -> list | None:

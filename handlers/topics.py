@@ -70,7 +70,7 @@ async def _open_logs(broker, topic: Topic, first: int, end: int) -> None:
     # the epochs of the PartitionRecords the caller has just persisted (0: new partitions)
     wanted = [(index, d, broker.partition_epoch_in_metadata(topic.name, index))
               for index, d in zip(range(first, end), dirs, strict=True)
-              if manager.get_log(topic.name, index) is None]
+              if manager.get_log(topic.name, index) is None and broker.hosts_replica(topic.name, index)]
 
     def make() -> list:
         made = []
@@ -96,7 +96,7 @@ async def _open_logs(broker, topic: Topic, first: int, end: int) -> None:
                 await trio.lowlevel.checkpoint()
         new = {index for index, _, _ in wanted}
         for index in range(first, end):
-            if index not in new:  # a log that already existed: it gets the id and the epoch
+            if index not in new and broker.hosts_replica(topic.name, index):  # a log that already existed: it gets the id and the epoch
                 broker.open_partition_log(topic, index)
 
 
@@ -199,6 +199,10 @@ class TopicError(Exception):
 
 
 def _check_replicas(ctx: RequestContext, replication_factor: int, assignments) -> None:
+    controller = getattr(ctx.broker, "quorum_controller", None)
+    if controller is not None:
+        _check_cluster_replicas(controller.cluster, replication_factor, assignments)
+        return
     node = ctx.broker.node_id
     if assignments:
         for assignment in assignments:
@@ -218,6 +222,43 @@ def _check_replicas(ctx: RequestContext, replication_factor: int, assignments) -
             f"Unable to replicate the partition {replication_factor} time(s): The target replication factor of "
             f"{replication_factor} cannot be reached because only 1 broker(s) are registered.",
         )
+
+
+def _check_cluster_replicas(cluster, replication_factor: int, assignments) -> None:
+    """_check_replicas on the controller of a cluster: against the registered brokers."""
+    from ..kraft.cluster_control import PlacementError  # noqa: PLC0415
+
+    registered = set(cluster.store.image.brokers) | ({cluster.node_id} if cluster.own_broker else set())
+    if assignments:
+        for assignment in assignments:
+            missing = [b for b in assignment.broker_ids if b not in registered]
+            if missing or not assignment.broker_ids:
+                raise TopicError(ErrorCode.INVALID_REPLICA_ASSIGNMENT,
+                                 f"The manual partition assignment includes broker(s) that are not registered: {missing}")
+            if len(set(assignment.broker_ids)) != len(assignment.broker_ids):
+                raise TopicError(ErrorCode.INVALID_REPLICA_ASSIGNMENT,
+                                 "The manual partition assignment includes the same broker twice")
+        return
+    if replication_factor == 0 or replication_factor < -1:
+        raise TopicError(ErrorCode.INVALID_REPLICATION_FACTOR,
+                         "Replication factor must be larger than 0, or -1 to use the default value.")
+    try:
+        cluster.check_replication_factor(max(replication_factor, 1))
+    except PlacementError as exc:
+        raise TopicError(exc.code, str(exc)) from None
+
+
+def _ask_placement(broker, name: str, replication_factor: int, assignments) -> None:
+    """Tell the controller's placer what CreateTopics/CreatePartitions asked for `name`."""
+    controller = getattr(broker, "quorum_controller", None)
+    if controller is None:
+        return
+    if assignments:
+        controller.cluster.requested[name] = [list(a.broker_ids) for a in assignments]
+    elif replication_factor > 0:
+        controller.cluster.requested[name] = replication_factor
+    else:
+        controller.cluster.requested[name] = int(broker.config.get("default.replication.factor"))
 
 
 async def _create_one(ctx: RequestContext, wanted, validate_only: bool):
@@ -242,6 +283,8 @@ async def _create_one(ctx: RequestContext, wanted, validate_only: bool):
         configs = validate_topic_configs({c.name: c.value for c in wanted.configs})
     except InvalidConfig as exc:
         raise TopicError(ErrorCode.INVALID_CONFIG, str(exc)) from None
+    if not validate_only:
+        _ask_placement(ctx.broker, wanted.name, wanted.replication_factor, wanted.assignments)
     topic = None if validate_only else await create_topic(ctx.broker, wanted.name, partitions, configs)
     return topic, partitions, configs
 
@@ -278,8 +321,21 @@ async def _create_result(ctx: RequestContext, version: int, request, wanted, dup
         ]
     return Result(
         name=wanted.name, topic_id=topic.topic_id if topic is not None else Uuid.ZERO,
-        error_code=0, error_message=None, num_partitions=partitions, replication_factor=1, configs=configs,
+        error_code=0, error_message=None, num_partitions=partitions,
+        replication_factor=_replication_factor(ctx.broker, topic, wanted.replication_factor), configs=configs,
     )
+
+
+def _replication_factor(broker, topic: Topic | None, asked: int) -> int:
+    """The replication factor of a created topic (of a validated one: as asked, or the default)."""
+    store = getattr(broker, "metadata_store", None)
+    state = store.image.topic(topic.name) if store is not None and topic is not None else None
+    part = state.partitions.get(0) if state is not None else None
+    if part is not None:
+        return len(part.replicas)
+    if getattr(broker, "quorum_controller", None) is None:
+        return 1
+    return asked if asked > 0 else int(broker.config.get("default.replication.factor"))
 
 
 @handles(DELETE_TOPICS_KEY, 1, supported_versions(DELETE_TOPICS_KEY)[1])
@@ -346,6 +402,9 @@ async def _create_partitions_result(ctx: RequestContext, request, wanted, names:
                              f"{len(wanted.assignments)} assignment(s) were specified.")
         _check_replicas(ctx, 1, wanted.assignments or [])
         if not request.validate_only:
+            _ask_placement(ctx.broker, topic.name, -1, wanted.assignments or [])
+            if not wanted.assignments and getattr(ctx.broker, "quorum_controller", None) is not None:
+                ctx.broker.quorum_controller.cluster.requested.pop(topic.name, None)  # the topic's own factor
             await add_partitions(ctx.broker, topic, wanted.count)
         return Result(name=wanted.name, error_code=0, error_message=None)
     except TopicError as exc:

@@ -112,6 +112,16 @@ class MetadataStore:
         self.listeners: list[tuple[str, str, int, str]] = []
         #: the broker's min.insync.replicas, the cluster-level config the bootstrap writes with ELR
         self.min_insync_replicas = "1"
+        #: False on a node with process.roles=controller: it neither registers nor leads partitions
+        self.is_broker = True
+        #: True when other brokers may register (controller.listener.names set): partitions of
+        #: other brokers are then this controller's to keep, not a dir to refuse
+        self.serves_brokers = False
+        #: the replicas of each new partition index in [first, end) (kraft.cluster_control); None:
+        #: this node alone
+        self.placement: Callable[[str, int, int], list[list[int]]] | None = None
+        #: called once appended records are on disk (the Raft leader wakes waiting fetches)
+        self.on_flushed: Callable[[], None] | None = None
 
     # ------------------------------------------------------------------ start-up
 
@@ -157,8 +167,15 @@ class MetadataStore:
                            new_record("AbortTransactionRecord", reason="Controller failover"))])
         if was_empty or "metadata.version" not in self.image.features:
             self._append(self._bootstrap_records())
-        self.broker_epoch = self._append([("RegisterBrokerRecord", self._registration(-1))], patch_epoch=True)
-        self._take_leadership()
+        if self.is_broker:
+            self.broker_epoch = self._append([("RegisterBrokerRecord", self._registration(-1))], patch_epoch=True)
+            if self.serves_brokers:
+                # other brokers see this one as any broker: unfenced once registered (Kafka's
+                # combined node is unfenced by its own controller's first heartbeat answer)
+                self._append([("BrokerRegistrationChangeRecord", new_record(
+                    "BrokerRegistrationChangeRecord", broker_id=self.node_id, broker_epoch=self.broker_epoch,
+                    fenced=-1, in_controlled_shutdown=0))])
+            self._take_leadership()
         log.info("Metadata log %s: %d topics, leader epoch %d, broker epoch %d, end offset %d", md.dir,
                  len(self.image.topics_by_id), self.epoch, self.broker_epoch, md.log_end_offset)
 
@@ -183,6 +200,8 @@ class MetadataStore:
         problems: list[str] = []
         for topic in image.topics_by_id.values():
             for index, part in sorted(topic.partitions.items()):
+                if self.serves_brokers:
+                    break
                 others = sorted(set(part.replicas) - {self.node_id})
                 if others or self.node_id not in part.replicas:
                     problems.append(f"{topic.name}-{index} has replicas {part.replicas} (other brokers: {others})")
@@ -252,6 +271,8 @@ class MetadataStore:
         changes: list[tuple[str, Any]] = []
         for topic in self.image.topics_by_id.values():
             for index, part in sorted(topic.partitions.items()):
+                if self.node_id not in part.replicas:
+                    continue  # another broker's (a controller of a cluster)
                 if part.leader == self.node_id:
                     changes.append(self._fence(topic.topic_id, index))
                 changes.append(self._elect(topic.topic_id, index, part))
@@ -270,17 +291,22 @@ class MetadataStore:
     def _elr(self) -> bool:
         return self.metadata_version >= MV_4_0_IV1
 
-    def _fence(self, topic_id: Uuid, index: int) -> tuple[str, Any]:
+    def _fence(self, topic_id: Uuid, index: int, broker: int | None = None) -> tuple[str, Any]:
+        """The PartitionChangeRecord that takes the leadership of a partition with one replica
+        away from `broker` (default: this node), as Kafka's controller writes it on fencing."""
+        broker = self.node_id if broker is None else broker
         fields: dict[str, Any] = {"partition_id": index, "topic_id": topic_id, "leader": -1}
         if self._elr():
             # with ELR the last ISR member leaves the ISR and becomes the eligible leader
-            fields.update(isr=[], eligible_leader_replicas=[self.node_id], last_known_elr=[self.node_id])
+            fields.update(isr=[], eligible_leader_replicas=[broker], last_known_elr=[broker])
         return ("PartitionChangeRecord", new_record("PartitionChangeRecord", **fields))
 
-    def _elect(self, topic_id: Uuid, index: int, part: PartitionState) -> tuple[str, Any]:
-        fields: dict[str, Any] = {"partition_id": index, "topic_id": topic_id, "leader": self.node_id}
-        if part.isr != [self.node_id]:
-            fields["isr"] = [self.node_id]
+    def _elect(self, topic_id: Uuid, index: int, part: PartitionState, broker: int | None = None) -> tuple[str, Any]:
+        """The PartitionChangeRecord that makes `broker` (default: this node) the leader again."""
+        broker = self.node_id if broker is None else broker
+        fields: dict[str, Any] = {"partition_id": index, "topic_id": topic_id, "leader": broker}
+        if part.isr != [broker]:
+            fields["isr"] = [broker]
         if self._elr():
             fields.update(eligible_leader_replicas=[], last_known_elr=[])
         return ("PartitionChangeRecord", new_record("PartitionChangeRecord", **fields))
@@ -306,12 +332,19 @@ class MetadataStore:
                 msg.broker_epoch = self.log.log_end_offset
         base = self.log.append(records, self.epoch, self.now_ms(), record_versions(self.metadata_version))
         self.image.replay_appended(records)
+        if self.on_flushed is not None:
+            self.on_flushed()
         return base
 
-    def append_records(self, records: Sequence[tuple[str, Any]]) -> int:
-        """Persist controller records that are no topic change (SCRAM credentials, ...) as one batch,
-        then apply them to the image; returns the batch's base offset."""
-        return self._append(records)
+    def append_records(self, records: Sequence[tuple[str, Any]], patch_epoch: bool = False) -> int:
+        """Persist controller records that are no topic change (SCRAM credentials, ...) as one batch
+        (several past MAX_RECORDS_PER_BATCH), then apply them to the image; returns the first
+        batch's base offset. `patch_epoch`: a RegisterBrokerRecord's epoch is its own offset."""
+        if len(records) <= MAX_RECORDS_PER_BATCH:
+            return self._append(records, patch_epoch=patch_epoch)
+        first = self.log.log_end_offset if self.log is not None else 0
+        self._append_chunked(list(records))
+        return first
 
     def scram_credentials(self) -> dict[tuple[int, str], Any]:
         """The UserScramCredentialRecords in force, by (mechanism type, user name)."""
@@ -364,7 +397,10 @@ class MetadataStore:
         assert self.log is not None, "metadata store not started"
         if built.batch is None:
             return self.log.log_end_offset
-        return self.log.append_batch(built.batch, self.epoch, flush=flush)
+        base = self.log.append_batch(built.batch, self.epoch, flush=flush)
+        if flush and self.on_flushed is not None:
+            self.on_flushed()
+        return base
 
     def flush(self) -> None:
         """fsync the metadata log (blocking I/O)."""
@@ -374,6 +410,8 @@ class MetadataStore:
     def apply(self, built: BuiltChange) -> None:
         """The second half of `commit`: apply an appended (and flushed) change to the image."""
         self.image.replay_appended(built.records)
+        if self.on_flushed is not None:
+            self.on_flushed()
 
     def records_for(self, change: str, topic: Topic) -> list[tuple[str, Any]]:
         """The metadata records Kafka's controller would write for a change of `topic`."""
@@ -413,17 +451,29 @@ class MetadataStore:
         with_dirs = supports_directory_assignment(self.metadata_version)
         default = next(iter(self.directory_ids.values()), None)
         ids = {d: self.directory_ids.get(Path(d), default) for d in set(dirs)}
+        placed = self.placement(topic.name, first, end) if self.placement is not None else None
         out = []
         for i, index in enumerate(range(first, end)):
+            replicas = placed[i] if placed is not None else [self.node_id]
             directory = ids[dirs[i]] if i < len(dirs) else default
+            directories = [directory if b == self.node_id else self.default_dir(b) for b in replicas]
             out.append(("PartitionRecord", new_record(
-                "PartitionRecord", partition_id=index, topic_id=topic.topic_id, replicas=[self.node_id],
-                isr=[self.node_id], removing_replicas=[], adding_replicas=[], leader=self.node_id,
+                "PartitionRecord", partition_id=index, topic_id=topic.topic_id, replicas=list(replicas),
+                isr=list(replicas), removing_replicas=[], adding_replicas=[], leader=replicas[0],
                 leader_recovery_state=0, leader_epoch=0, partition_epoch=0,
-                directories=[directory] if with_dirs else [])))
+                directories=directories if with_dirs else [])))
             if (i + 1) % BUILD_CHUNK == 0:
                 yield
         return out
+
+    def default_dir(self, broker_id: int) -> Uuid:
+        """Kafka's ClusterControlManager.defaultDir: the log dir of a broker registered with exactly
+        one, else UNASSIGNED (the broker then says where with AssignReplicasToDirs)."""
+        if broker_id == self.node_id and self.is_broker:
+            return next(iter(self.directory_ids.values()), Uuid.ZERO)
+        reg = self.image.brokers.get(broker_id)
+        dirs = list(reg.log_dirs or []) if reg is not None else []
+        return dirs[0] if len(dirs) == 1 else Uuid.ZERO
 
     def reconcile_directories(self, locations: dict[tuple[str, int], Path]) -> int:
         """Record where partition logs really are (a PartitionChangeRecord with `directories`, what
@@ -459,10 +509,13 @@ class MetadataStore:
 
     # ------------------------------------------------------------------ producer ids
 
-    def allocate_producer_ids(self, at_least: int = 0) -> int:
-        """Reserve the next block of producer ids (persisted first); returns its first id."""
+    def allocate_producer_ids(self, at_least: int = 0, broker_id: int | None = None,
+                              broker_epoch: int | None = None) -> int:
+        """Reserve the next block of producer ids (persisted first) for `broker_id` (default: this
+        node); returns its first id."""
         start = max(self.image.next_producer_id, at_least)
-        record = new_record("ProducerIdsRecord", broker_id=self.node_id, broker_epoch=self.broker_epoch,
+        record = new_record("ProducerIdsRecord", broker_id=self.node_id if broker_id is None else broker_id,
+                            broker_epoch=self.broker_epoch if broker_epoch is None else broker_epoch,
                             next_producer_id=start + PRODUCER_ID_BLOCK_SIZE)
         self._append([("ProducerIdsRecord", record)])
         return start
