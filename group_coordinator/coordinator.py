@@ -1265,6 +1265,7 @@ class GroupCoordinator:
                 if isinstance(group, ConsumerGroup):
                     tombstones.extend(consumer_records.changes(group, {}))
                 elif isinstance(group, ShareGroup):
+                    share_groups.delete_state(self, group)
                     tombstones.extend(share_groups.changes(group, {}))
                 else:
                     tombstones.append((rec.group_metadata_key(group_id), None))

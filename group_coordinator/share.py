@@ -447,3 +447,21 @@ def tick(coordinator: GroupCoordinator, group: ShareGroup, now: float) -> None:
     group.expire_sessions(coordinator, now)
     if (len(group.members), group.group_epoch) != before:
         persist(coordinator, group)
+
+
+def delete_state(coordinator: GroupCoordinator, group: ShareGroup) -> None:
+    """DeleteGroups of a share group: its share-partitions' state goes first (Kafka's
+    DeleteShareGroupState through the persister), then the group's records."""
+    broker = coordinator.broker
+    if broker is None:
+        return
+    state = broker.coordinators.get("share")
+    if state is not None:
+        if not state.loaded:
+            state.load()
+        for _gid, topic_id, partition in state.keys_of_group(group.group_id):
+            state.delete(group.group_id, topic_id, partition)
+    manager = broker.coordinators.get("share_partitions")
+    if manager is not None:
+        for key in [k for k in manager.partitions if k[0] == group.group_id]:
+            del manager.partitions[key]

@@ -109,3 +109,166 @@ async def handle_share_group_describe(ctx: RequestContext, header, request) -> o
                                        assignor_name=share_groups.ASSIGNOR_NAME, members=members,
                                        authorized_operations=ops))
     return R(throttle_time_ms=0, groups=groups)
+
+
+# ====================================================================== share group offsets
+
+DESCRIBE_SHARE_GROUP_OFFSETS_KEY = 90
+ALTER_SHARE_GROUP_OFFSETS_KEY = 91
+DELETE_SHARE_GROUP_OFFSETS_KEY = 92
+DescribeShareGroupOffsetsResponse = response_class(DESCRIBE_SHARE_GROUP_OFFSETS_KEY)
+AlterShareGroupOffsetsResponse = response_class(ALTER_SHARE_GROUP_OFFSETS_KEY)
+DeleteShareGroupOffsetsResponse = response_class(DELETE_SHARE_GROUP_OFFSETS_KEY)
+
+
+def _share_state(ctx: RequestContext):
+    from .share_fetch import share_coordinator  # noqa: PLC0415 - the two modules import each other's helpers
+
+    coordinator = share_coordinator(ctx.broker)
+    if not coordinator.loaded:
+        coordinator.load()
+    return coordinator
+
+
+def _lag(ctx: RequestContext, topic: str, partition: int, state) -> int:
+    """Records not yet delivered completely: from the start offset to the high watermark, less
+    those already done in the in-flight window (Kafka 4.3+'s lag)."""
+    plog = ctx.broker.partition_log(topic, partition)
+    if plog is None or state is None or state.start_offset < 0:
+        return -1
+    done = state.delivery_complete_count if state.delivery_complete_count >= 0 else 0
+    return max(plog.high_watermark - state.start_offset - done, 0)
+
+
+@handles(DESCRIBE_SHARE_GROUP_OFFSETS_KEY, 0, _max(DESCRIBE_SHARE_GROUP_OFFSETS_KEY))
+async def handle_describe_share_group_offsets(ctx: RequestContext, header, request) -> object:
+    R = DescribeShareGroupOffsetsResponse
+    coordinator = _coordinator(ctx)
+    allowed = permits(ctx)
+    meta = ctx.broker.metadata
+    state_store = _share_state(ctx)
+    out = []
+    for g in request.groups:
+        if not allowed(OP_DESCRIBE, RT_GROUP, g.group_id):
+            out.append(R.DescribeShareGroupOffsetsResponseGroup(
+                group_id=g.group_id, topics=[], error_code=int(ErrorCode.GROUP_AUTHORIZATION_FAILED)))
+            continue
+        group = coordinator.describe_group(g.group_id) if coordinator is not None else None
+        if coordinator is None:
+            out.append(R.DescribeShareGroupOffsetsResponseGroup(
+                group_id=g.group_id, topics=[], error_code=int(ErrorCode.COORDINATOR_NOT_AVAILABLE)))
+            continue
+        if group is not None and not isinstance(group, share_groups.ShareGroup):
+            out.append(R.DescribeShareGroupOffsetsResponseGroup(
+                group_id=g.group_id, topics=[], error_code=int(ErrorCode.GROUP_ID_NOT_FOUND),
+                error_message=f"Group {g.group_id} is not a share group."))
+            continue
+        if g.topics is None:
+            wanted = {t: sorted(ps) for t, ps in (group.initialized if group is not None else {}).items()}
+        else:
+            wanted = {t.topic_name: list(t.partitions) for t in g.topics}
+        topics = []
+        for name in sorted(wanted) if g.topics is None else list(wanted):
+            topic = meta.get(name) if meta is not None else None
+            parts = []
+            for index in wanted[name]:
+                if topic is None or not 0 <= index < topic.partitions:
+                    parts.append(R.DescribeShareGroupOffsetsResponsePartition(
+                        partition_index=index, start_offset=-1, leader_epoch=-1, lag=-1,
+                        error_code=int(ErrorCode.UNKNOWN_TOPIC_OR_PARTITION),
+                        error_message="This server does not host this topic-partition."))
+                    continue
+                state = state_store.read(g.group_id, topic.topic_id, index)
+                initialized = state is not None and state.start_offset >= 0
+                parts.append(R.DescribeShareGroupOffsetsResponsePartition(
+                    partition_index=index, start_offset=state.start_offset if initialized else -1,
+                    leader_epoch=state.leader_epoch if initialized else -1,
+                    lag=_lag(ctx, name, index, state), error_code=0))
+            topics.append(R.DescribeShareGroupOffsetsResponseTopic(
+                topic_name=name, topic_id=topic.topic_id if topic is not None else Uuid.ZERO, partitions=parts))
+        out.append(R.DescribeShareGroupOffsetsResponseGroup(group_id=g.group_id, topics=topics, error_code=0))
+    return R(throttle_time_ms=0, groups=out)
+
+
+def _empty_share_group(ctx: RequestContext, group_id: str) -> tuple[ErrorCode, str | None, object]:
+    coordinator = _coordinator(ctx)
+    if coordinator is None:
+        return ErrorCode.COORDINATOR_NOT_AVAILABLE, None, None
+    group = coordinator.describe_group(group_id)
+    if group is None:
+        return ErrorCode.GROUP_ID_NOT_FOUND, f"Group {group_id} not found.", None
+    if not isinstance(group, share_groups.ShareGroup):
+        return ErrorCode.GROUP_ID_NOT_FOUND, f"Group {group_id} is not a share group.", None
+    if not group.is_empty():
+        return ErrorCode.NON_EMPTY_GROUP, "The group is not empty.", None
+    return ErrorCode.NONE, None, group
+
+
+def _forget_share_partitions(ctx: RequestContext, group_id: str, topic_id, partitions) -> None:
+    manager = ctx.broker.coordinators.get("share_partitions")
+    if manager is not None:
+        for index in partitions:
+            manager.partitions.pop((group_id, topic_id, index), None)
+
+
+@handles(ALTER_SHARE_GROUP_OFFSETS_KEY, 0, _max(ALTER_SHARE_GROUP_OFFSETS_KEY))
+async def handle_alter_share_group_offsets(ctx: RequestContext, header, request) -> object:
+    R = AlterShareGroupOffsetsResponse
+    if not permits(ctx)(OP_READ, RT_GROUP, request.group_id):
+        return R(throttle_time_ms=0, error_code=int(ErrorCode.GROUP_AUTHORIZATION_FAILED), responses=[])
+    code, message, group = _empty_share_group(ctx, request.group_id)
+    if code != ErrorCode.NONE:
+        return R(throttle_time_ms=0, error_code=int(code), error_message=message, responses=[])
+    coordinator = _coordinator(ctx)
+    state_store = _share_state(ctx)
+    meta = ctx.broker.metadata
+    responses = []
+    for t in request.topics:
+        topic = meta.get(t.topic_name) if meta is not None else None
+        parts = []
+        for p in t.partitions:
+            if topic is None or not 0 <= p.partition_index < topic.partitions:
+                parts.append(R.AlterShareGroupOffsetsResponsePartition(
+                    partition_index=p.partition_index, error_code=int(ErrorCode.UNKNOWN_TOPIC_OR_PARTITION),
+                    error_message="This server does not host this topic-partition."))
+                continue
+            old = state_store.read(request.group_id, topic.topic_id, p.partition_index)
+            # a new state epoch: the leader's share-partition starts again from the new offset
+            state_store.initialize(request.group_id, topic.topic_id, p.partition_index,
+                                   (old.state_epoch + 1) if old is not None else 0, p.start_offset)
+            _forget_share_partitions(ctx, request.group_id, topic.topic_id, [p.partition_index])
+            group.initialized.setdefault(t.topic_name, set()).add(p.partition_index)
+            parts.append(R.AlterShareGroupOffsetsResponsePartition(partition_index=p.partition_index, error_code=0))
+        responses.append(R.AlterShareGroupOffsetsResponseTopic(
+            topic_name=t.topic_name, topic_id=topic.topic_id if topic is not None else Uuid.ZERO, partitions=parts))
+    share_groups.persist(coordinator, group)
+    return R(throttle_time_ms=0, error_code=0, responses=responses)
+
+
+@handles(DELETE_SHARE_GROUP_OFFSETS_KEY, 0, _max(DELETE_SHARE_GROUP_OFFSETS_KEY))
+async def handle_delete_share_group_offsets(ctx: RequestContext, header, request) -> object:
+    R = DeleteShareGroupOffsetsResponse
+    if not permits(ctx)(OP_READ, RT_GROUP, request.group_id):
+        return R(throttle_time_ms=0, error_code=int(ErrorCode.GROUP_AUTHORIZATION_FAILED), responses=[])
+    code, message, group = _empty_share_group(ctx, request.group_id)
+    if code != ErrorCode.NONE:
+        return R(throttle_time_ms=0, error_code=int(code), error_message=message, responses=[])
+    coordinator = _coordinator(ctx)
+    state_store = _share_state(ctx)
+    meta = ctx.broker.metadata
+    responses = []
+    for t in request.topics:
+        topic = meta.get(t.topic_name) if meta is not None else None
+        if topic is None:
+            responses.append(R.DeleteShareGroupOffsetsResponseTopic(
+                topic_name=t.topic_name, topic_id=Uuid.ZERO, error_code=int(ErrorCode.UNKNOWN_TOPIC_OR_PARTITION),
+                error_message="This server does not host this topic-partition."))
+            continue
+        partitions = sorted(group.initialized.pop(t.topic_name, set()))
+        for index in partitions:
+            state_store.delete(request.group_id, topic.topic_id, index)
+        _forget_share_partitions(ctx, request.group_id, topic.topic_id, partitions)
+        responses.append(R.DeleteShareGroupOffsetsResponseTopic(topic_name=t.topic_name, topic_id=topic.topic_id,
+                                                                error_code=0))
+    share_groups.persist(coordinator, group)
+    return R(throttle_time_ms=0, error_code=0, responses=responses)

@@ -91,17 +91,22 @@ class SharePartition:
             self.window.setdefault(offset, _Offset(AVAILABLE, 0))
         self._advance()
         self.next_deadline = float("inf")
+        #: offsets whose state changed since the last write to the share coordinator
+        self.dirty: set[int] = set()
 
     # ---------------------------------------------------------------- queries
 
     def in_flight(self) -> int:
         return self.end_offset - self.start_offset
 
-    def state_batches(self) -> list[tuple[int, int, int, int]]:
-        """(first, last, state, delivery count) runs of the window, as the state records hold them;
-        an acquired offset is written as available (locks are not persisted)."""
+    def state_batches(self, changed_only: bool = False) -> list[tuple[int, int, int, int]]:
+        """(first, last, state, delivery count) runs of the window (`changed_only`: of the offsets
+        changed since the last write), as the state records hold them; an acquired offset is
+        written as available (locks are not persisted)."""
         out: list[list[int]] = []
-        for offset in range(self.start_offset, self.end_offset):
+        offsets = (sorted(o for o in self.dirty if o >= self.start_offset) if changed_only
+                   else range(self.start_offset, self.end_offset))
+        for offset in offsets:
             entry = self.window[offset]
             state = AVAILABLE if entry.state == ACQUIRED else entry.state
             if out and out[-1][1] == offset - 1 and out[-1][2] == state and out[-1][3] == entry.count:
@@ -124,9 +129,10 @@ class SharePartition:
             del self.window[self.start_offset]
             self.start_offset += 1
 
-    def _give_back(self, entry: _Offset, limit: int) -> None:
+    def _give_back(self, offset: int, entry: _Offset, limit: int) -> None:
         entry.state = ARCHIVED if entry.count >= limit else AVAILABLE
         entry.member = None
+        self.dirty.add(offset)
 
     def expire_locks(self, now: float, limit: int) -> bool:
         """Locks past their deadline go back (or to ARCHIVED at the delivery limit); True if any did."""
@@ -134,11 +140,11 @@ class SharePartition:
             return False
         changed = False
         upcoming = float("inf")
-        for entry in self.window.values():
+        for offset, entry in self.window.items():
             if entry.state != ACQUIRED:
                 continue
             if entry.deadline <= now:
-                self._give_back(entry, limit)
+                self._give_back(offset, entry, limit)
                 changed = True
             else:
                 upcoming = min(upcoming, entry.deadline)
@@ -150,9 +156,9 @@ class SharePartition:
     def release_member(self, member: str, limit: int) -> bool:
         """Everything the member holds goes back (it left or closed its share session)."""
         changed = False
-        for entry in self.window.values():
+        for offset, entry in self.window.items():
             if entry.state == ACQUIRED and entry.member == member:
-                self._give_back(entry, limit)
+                self._give_back(offset, entry, limit)
                 changed = True
         if changed:
             self._advance()
@@ -198,6 +204,7 @@ class SharePartition:
                     continue
                 if control:
                     entry.state = ARCHIVED  # transaction markers are never delivered
+                    self.dirty.add(offset)
                     continue
                 entry.state = ACQUIRED
                 entry.count += 1
@@ -248,10 +255,11 @@ class SharePartition:
                 continue
             changed = True
             entry.member = None
+            self.dirty.add(offset)
             if kind == ACCEPT:
                 entry.state = ACKNOWLEDGED
             elif kind == RELEASE:
-                self._give_back(entry, limit)
+                self._give_back(offset, entry, limit)
             else:  # REJECT, GAP
                 entry.state = ARCHIVED
         self._advance()
@@ -260,6 +268,7 @@ class SharePartition:
     def reset_start(self, offset: int) -> None:
         """AlterShareGroupOffsets: start again at `offset` with an empty window."""
         self.window.clear()
+        self.dirty.clear()
         self.start_offset = self.end_offset = offset
         self.next_deadline = float("inf")
 

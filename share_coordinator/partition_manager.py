@@ -153,9 +153,10 @@ class SharePartitionManager:
         try:
             self.coordinator.write(sp.group_id, sp.topic_id, sp.partition, sp.state_epoch,
                                    plog.leader_epoch if plog is not None else -1, sp.start_offset,
-                                   sp.state_batches(), sp.delivery_complete_count())
+                                   sp.state_batches(changed_only=True), sp.delivery_complete_count())
         except ShareStateError as exc:
             return exc.code
+        sp.dirty.clear()
         return ErrorCode.NONE
 
     def acknowledge(self, group_id: str, member_id: str, topic_id: Any, index: int,

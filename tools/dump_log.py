@@ -143,7 +143,7 @@ def _int_option(raw: dict[str, list[str | None]], name: str, default: int) -> in
 _FLAGS = {
     "print-data-log", "verify-index-only", "index-sanity-check", "deep-iteration", "offsets-decoder",
     "transaction-log-decoder", "cluster-metadata-decoder", "remote-log-metadata-decoder",
-    "skip-record-metadata", "help", "version",
+    "skip-record-metadata", "help", "version", "share-group-state-decoder",
 }
 _REQUIRED_ARG = {"files", "max-message-size", "max-bytes"}
 _OPTIONAL_ARG = {"key-decoder-class", "value-decoder-class"}
@@ -169,6 +169,7 @@ Option                               Description
 --offsets-decoder                    Decode records as __consumer_offsets keys and values.
 --print-data-log                     Print record keys and values (implied by any decoder option).
 --remote-log-metadata-decoder        Not supported by odradek (tiered storage metadata).
+--share-group-state-decoder          Decode records as __share_group_state keys and values.
 --skip-record-metadata               Do not print the offset/timestamp/size part of record lines.
 --transaction-log-decoder            Decode records as __transaction_state keys and values.
 --value-decoder-class [String]       Decoder of record values (default:
@@ -230,6 +231,8 @@ def parse_args(argv: list[str]) -> DumpOptions:
         decoder = "offsets"
     elif "transaction-log-decoder" in raw:
         decoder = "transaction"
+    elif "share-group-state-decoder" in raw:
+        decoder = "share-group-state"
     elif "cluster-metadata-decoder" in raw:
         decoder = "cluster-metadata"
     elif "remote-log-metadata-decoder" in raw:
@@ -238,6 +241,7 @@ def parse_args(argv: list[str]) -> DumpOptions:
         decoder = "classes"
     print_data = bool(
         {"print-data-log", "offsets-decoder", "transaction-log-decoder", "cluster-metadata-decoder",
+         "share-group-state-decoder",
          "remote-log-metadata-decoder", "value-decoder-class", "key-decoder-class"} & raw.keys()
     )
     files_arg = _single(raw, "files") or ""

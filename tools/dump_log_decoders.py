@@ -156,17 +156,20 @@ def _key_version(name: str) -> int:
 class OffsetsMessageParser:
     """``--offsets-decoder``."""
 
+    types = _GROUP_TYPES_39
+    topic_decoder = "offset topic decoder"
+
     def parse(self, offset: int, key: Bytes | None, value: Bytes | None) -> tuple[str | None, str | None]:
         """Key and value JSON, ``<DELETE>`` for a tombstone, or Kafka's skip messages."""
         if key is None:
             raise JavaException(
                 "java.lang.RuntimeException",
-                f"Failed to decode message at offset {offset} using offset topic decoder (message had a missing key)",
+                f"Failed to decode message at offset {offset} using {self.topic_decoder} (message had a missing key)",
             )
         try:
             kbuf = bytes(key)
             record_type = _read_version(kbuf, "key")
-            names = _GROUP_TYPES_39.get(record_type)
+            names = self.types.get(record_type)
             if names is None:
                 raise _Unknown(record_type)
             key_name, value_name = names
@@ -186,6 +189,14 @@ class OffsetsMessageParser:
             return f"Unknown record type {u.record_type} at offset {offset}, skipping.", None
         except RuntimeError as e:
             return f"Error at offset {offset}, skipping. {e}", None
+
+
+class ShareGroupStateMessageParser(OffsetsMessageParser):
+    """``--share-group-state-decoder``: ``__share_group_state`` records (ShareSnapshot = type 0,
+    ShareUpdate = type 1) printed like the offsets decoder prints its records."""
+
+    types = {0: ("ShareSnapshotKey", "ShareSnapshotValue"), 1: ("ShareUpdateKey", "ShareUpdateValue")}
+    topic_decoder = "share group state topic decoder"
 
 
 def _group_metadata_json(msg: object, version: int) -> str:
@@ -374,6 +385,8 @@ def make_parser(opts: DumpOptions, println: Callable[[str], None]) -> MessagePar
     deprecated-decoder notice is printed per file, value decoder first, as Kafka does)."""
     if opts.decoder == "offsets":
         return OffsetsMessageParser()
+    if opts.decoder == "share-group-state":
+        return ShareGroupStateMessageParser()
     if opts.decoder == "transaction":
         return TransactionLogMessageParser()
     if opts.decoder == "cluster-metadata":

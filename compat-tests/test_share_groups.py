@@ -1,0 +1,198 @@
+"""Share groups (KIP-932, issue #26): stock Java 4.4 ``KafkaShareConsumer``s and confluent-kafka
+``ShareConsumer``s share one topic in one share group, on Odradek and on a live Kafka 4.4.0
+(share groups are on by default there: a fresh 4.4 format finalizes share.version 2).
+
+Every consumer acknowledges by the same rule (``ShareDriver.ackFor``, :func:`ack_for`): a tenth of
+the records is released once, a tenth rejected, one in a hundred released every time. Then:
+each record is accepted exactly once overall (none of the rejected or always-released ones);
+a released record comes back with its delivery count + 1; a rejected one never comes back; one
+released every time is delivered ``group.share.delivery.count.limit`` (5) times and then
+archived; and the two brokers give the same counts. Kafka's kafka-share-groups.sh then lists and
+describes the group on both.
+"""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import tempfile
+import threading
+import time
+from collections import Counter, defaultdict
+from pathlib import Path
+
+import pytest
+from kafka_oracle import KAFKA_4_4, _clients_jar, java_bin, kafka_classpath, require_tool, run_java_tool
+
+confluent_kafka = pytest.importorskip("confluent_kafka")
+if not hasattr(confluent_kafka, "ShareConsumer"):
+    pytest.skip("confluent-kafka without ShareConsumer (2.15+)", allow_module_level=True)
+
+SOURCE = Path(__file__).resolve().parent / "java-share" / "ShareDriver.java"
+TOPIC = "queue"
+GROUP = "workers"
+RECORDS = 10_000
+DELIVERY_LIMIT = 5  # Kafka's group.share.delivery.count.limit default
+WARMUP_MS = 7000
+IDLE_MS = 8000
+SHARE_TOOL = "org.apache.kafka.tools.consumer.group.ShareGroupCommand"
+
+
+def ack_for(value: str, delivery_count: int) -> str:
+    """The rule every consumer follows (ShareDriver.ackFor in Java)."""
+    i = int(value.split("-", 1)[1])
+    if i % 100 == 50:
+        return "RELEASE"
+    if i % 10 == 7:
+        return "REJECT"
+    if i % 10 == 3 and delivery_count == 1:
+        return "RELEASE"
+    return "ACCEPT"
+
+
+@pytest.fixture(scope="module")
+def share_driver() -> Path:
+    """ShareDriver compiled against kafka-clients 4.4.0 (a directory for the classpath)."""
+    require_tool(f"kafka-{KAFKA_4_4}")
+    out = Path(tempfile.mkdtemp(prefix="share-java-"))
+    proc = subprocess.run([java_bin("javac"), "-nowarn", "--release", "17", "-cp", _clients_jar(KAFKA_4_4),
+                           "-d", str(out), str(SOURCE)], capture_output=True, text=True, timeout=300)
+    assert proc.returncode == 0, proc.stderr
+    return out
+
+
+def _python_consumer(bootstrap: str, name: str, events: list, stop: threading.Event, last: list) -> None:
+    from confluent_kafka import AcknowledgeType, ShareConsumer
+
+    consumer = ShareConsumer({"bootstrap.servers": bootstrap, "group.id": GROUP, "client.id": name,
+                              "share.acknowledgement.mode": "explicit"})
+    consumer.subscribe([TOPIC])
+    try:
+        while not stop.is_set():
+            messages = consumer.poll(0.2)
+            for m in messages:
+                if m.error() is not None:
+                    continue
+                count = m.delivery_count()
+                ack = ack_for(m.value().decode(), count)
+                consumer.acknowledge(m, getattr(AcknowledgeType, ack))
+                events.append({"c": name, "p": m.partition(), "o": m.offset(), "v": m.value().decode(),
+                               "dc": count, "ack": ack})
+                last[0] = time.monotonic()
+            if messages:
+                consumer.commit_sync()
+    finally:
+        consumer.close()
+
+
+def _share(bootstrap: str, classes: Path, tmp: Path) -> tuple[list[dict], dict[str, str]]:
+    """Run the scenario against one broker; (every delivery seen, the tool's outputs)."""
+    from confluent_kafka import Producer
+    from confluent_kafka.admin import AdminClient, NewTopic
+
+    admin = AdminClient({"bootstrap.servers": bootstrap})
+    for f in admin.create_topics([NewTopic(TOPIC, 2, 1)]).values():
+        f.result(30)
+    cp = f"{classes}:{kafka_classpath(KAFKA_4_4)}"
+    tmp.mkdir(parents=True, exist_ok=True)
+    out_path = tmp / "java.out"
+    with open(out_path, "w") as out, open(tmp / "java.err", "w") as err:
+        java = subprocess.Popen([java_bin("java"), "-Xmx384m", "-cp", cp, "ShareDriver", bootstrap, GROUP, TOPIC,
+                                 "3", str(WARMUP_MS), str(IDLE_MS), "240000"],
+                                stdout=out, stderr=err, stdin=subprocess.DEVNULL)
+    events: list[dict] = []
+    stop = threading.Event()
+    last = [0.0]
+    threads = [threading.Thread(target=_python_consumer, args=(bootstrap, f"python-{n}", events, stop, last))
+               for n in range(2)]
+    tools: dict[str, str] = {}
+    try:
+        for t in threads:
+            t.start()
+        deadline = time.monotonic() + 120
+        while '"ready"' not in out_path.read_text():
+            assert java.poll() is None, (tmp / "java.err").read_text()[-3000:]
+            assert time.monotonic() < deadline, "the Java consumers never got ready"
+            time.sleep(0.2)
+        time.sleep(2)  # every share-partition has been fetched once (share.auto.offset.reset=latest)
+        producer = Producer({"bootstrap.servers": bootstrap, "linger.ms": 5})
+        for i in range(RECORDS):
+            producer.produce(TOPIC, value=f"m-{i}".encode(), partition=i % 2)
+        producer.flush(60)
+        time.sleep(3)
+        proc = run_java_tool(SHARE_TOOL, ["--bootstrap-server", bootstrap, "--describe", "--group", GROUP,
+                                          "--state"], version=KAFKA_4_4)
+        tools["state-live"] = proc.stdout + proc.stderr
+        java.wait(timeout=300)
+        while time.monotonic() - last[0] < IDLE_MS / 1000:
+            time.sleep(0.5)
+    finally:
+        stop.set()
+        for t in threads:
+            t.join(60)
+        if java.poll() is None:
+            java.kill()
+            java.wait()
+    for line in out_path.read_text().splitlines():
+        if line.startswith('{"c"'):
+            events.append(json.loads(line))
+    for name, args in {"list": ["--list"],
+                       "describe": ["--describe", "--group", GROUP],
+                       "state": ["--describe", "--group", GROUP, "--state"]}.items():
+        proc = run_java_tool(SHARE_TOOL, ["--bootstrap-server", bootstrap, *args], version=KAFKA_4_4)
+        tools[name] = proc.stdout + proc.stderr
+    return events, tools
+
+
+def _check(events: list[dict]) -> dict[str, int]:
+    """The rules of the scenario hold for `events`; returns counts to compare between brokers."""
+    by_value: dict[str, list[dict]] = defaultdict(list)
+    for e in events:
+        by_value[e["v"]].append(e)
+    assert set(by_value) == {f"m-{i}" for i in range(RECORDS)}, "records never delivered"
+    for i in range(RECORDS):
+        seen = sorted(by_value[f"m-{i}"], key=lambda e: e["dc"])
+        counts = [e["dc"] for e in seen]
+        acks = [e["ack"] for e in seen]
+        if i % 100 == 50:  # released every time: delivered up to the limit, then archived
+            assert counts == list(range(1, DELIVERY_LIMIT + 1)), (i, seen)
+        elif i % 10 == 7:  # rejected: never again
+            assert (counts, acks) == ([1], ["REJECT"]), (i, seen)
+        elif i % 10 == 3:  # released once: back with delivery count 2, then accepted
+            assert (counts, acks) == ([1, 2], ["RELEASE", "ACCEPT"]), (i, seen)
+        else:
+            assert (counts, acks) == ([1], ["ACCEPT"]), (i, seen)
+    summary = Counter(e["ack"] for e in events)
+    summary["deliveries"] = len(events)
+    summary["consumers"] = len({e["c"] for e in events})
+    return dict(summary)
+
+
+def _normalized(text: str) -> list[str]:
+    """The tool's lines without the parts that differ run to run (member ids, hosts, ports)."""
+    out = []
+    for line in text.splitlines():
+        if "WARN" in line or "SLF4J" in line or not line.strip():
+            continue
+        out.append(" ".join(line.split()))
+    return out
+
+
+def test_share_group_java_and_librdkafka_consumers(share_driver, odradek_broker_factory, kafka_broker_factory,
+                                                   tmp_path):
+    odradek = odradek_broker_factory()
+    o_events, o_tools = _share(odradek.bootstrap, share_driver, tmp_path / "odradek")
+    odradek.stop()
+    o_summary = _check(o_events)
+    kafka = kafka_broker_factory(version=KAFKA_4_4)
+    k_events, k_tools = _share(kafka.bootstrap, share_driver, tmp_path / "kafka")
+    kafka.stop()
+    k_summary = _check(k_events)
+    # the same rules give the same numbers of each acknowledgement on both brokers
+    assert {k: v for k, v in o_summary.items() if k != "consumers"} == \
+        {k: v for k, v in k_summary.items() if k != "consumers"}
+    assert o_summary["consumers"] >= 2 and k_summary["consumers"] >= 2
+    assert _normalized(o_tools["list"]) == _normalized(k_tools["list"]) == [GROUP]
+    assert _normalized(o_tools["describe"]) == _normalized(k_tools["describe"]), (o_tools, k_tools)
+    assert _normalized(o_tools["state"])[0] == _normalized(k_tools["state"])[0]
+    assert _normalized(o_tools["state"])[1].split()[:3] == _normalized(k_tools["state"])[1].split()[:3]
