@@ -30,7 +30,7 @@ from typing import Any
 
 import trio
 
-from ..logstore.java_hash import hashmap_order, string_hash, to_int32
+from ..logstore.java_hash import hashmap_order, spread, string_hash, to_int32
 from ..quota import quota_managers
 from ..wire.errors import ErrorCode
 from ..wire.protocol import response_class, supported_versions
@@ -72,9 +72,24 @@ class InvalidRequest(Exception):
 # Java's hash-map orders and printing
 # ------------------------------------------------------------------------------------------------
 
-def _entity(pairs: dict[str, str | None]) -> Entity:
+def _java_order(keys: list[str], initial_capacity: int | None = None) -> list[str]:
+    """String keys in the order a java.util.HashMap put them in that order iterates them;
+    `initial_capacity` as given to its constructor (None: the default 16)."""
+    cap = 16
+    if initial_capacity is not None:
+        cap = 1
+        while cap < initial_capacity:
+            cap *= 2
+    for size in range(1, len(keys) + 1):
+        if size > cap * 0.75:
+            cap *= 2
+    keyed = sorted(enumerate(keys), key=lambda item: (spread(string_hash(item[1])) & (cap - 1), item[0]))
+    return [k for _, k in keyed]
+
+
+def _entity(pairs: dict[str, str | None], initial_capacity: int | None = None) -> Entity:
     """A HashMap<String, String> of entity type -> name, as Kafka iterates it."""
-    return tuple((t, pairs[t]) for t in hashmap_order(list(pairs), string_hash))
+    return tuple((t, pairs[t]) for t in _java_order(list(pairs), initial_capacity))
 
 
 def _entity_hash(entity: Entity) -> int:
@@ -170,7 +185,8 @@ def describe(quotas: dict, components: list[Any], strict: bool) -> Any:
             entity=[DescribeClientQuotasResponse.EntityData(entity_type=t, entity_name=n) for t, n in entity],
             values=[DescribeClientQuotasResponse.ValueData(key=k, value=float(values[k]))
                     for k in hashmap_order(list(values), string_hash)]))
-    return DescribeClientQuotasResponse(throttle_time_ms=0, error_code=0, error_message=None, entries=entries)
+    # the response data's default message is "", not null
+    return DescribeClientQuotasResponse(throttle_time_ms=0, error_code=0, error_message="", entries=entries)
 
 
 @handles(DESCRIBE_CLIENT_QUOTAS_KEY, 0, supported_versions(DESCRIBE_CLIENT_QUOTAS_KEY)[1])
@@ -266,7 +282,7 @@ def alter(quotas: dict, alterations: list[tuple[Entity, list[tuple[str, float | 
             continue
         current = quotas.get(_image_key(entity), {})
         new: list[Any] = []
-        for key in hashmap_order(list(changes), string_hash):
+        for key in _java_order(list(changes), len(ops)):
             value = changes[key]
             if value is None:
                 if key in current:
@@ -287,7 +303,9 @@ def alter(quotas: dict, alterations: list[tuple[Entity, list[tuple[str, float | 
 
 def _record(new_record, entity: Entity, key: str, value: float | None) -> Any:
     cls = type(new_record("ClientQuotaRecord"))
-    return new_record("ClientQuotaRecord", entity=[cls.EntityData(entity_type=t, entity_name=n) for t, n in entity],
+    # the controller's validated entity map (a HashMap of 3) orders the record's entity data
+    ordered = _entity(dict(entity), 3)
+    return new_record("ClientQuotaRecord", entity=[cls.EntityData(entity_type=t, entity_name=n) for t, n in ordered],
                       key=key, value=0.0 if value is None else float(value), remove=value is None)
 
 
@@ -308,7 +326,8 @@ async def handle_alter_client_quotas(ctx: RequestContext, header, request) -> ob
         pairs: dict[str, str | None] = {}
         for e in entry.entity or []:
             pairs[e.entity_type] = e.entity_name  # a HashMap: a type named twice keeps its last name
-        alterations.append((_entity(pairs), [(op.key, None if op.remove else float(op.value))
+        # AlterClientQuotasRequest.entries: a HashMap sized for the request's entity data
+        alterations.append((_entity(pairs, len(entry.entity or [])), [(op.key, None if op.remove else float(op.value))
                                              for op in entry.ops or []]))
     names = {dict(entity).get(IP) for entity, _ in alterations if IP in dict(entity)}
     ip_valid = {}

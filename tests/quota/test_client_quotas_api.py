@@ -62,7 +62,7 @@ def test_validation_errors_are_kafkas() -> None:
         (): (42, "Invalid empty client quota entity"),
         (("group", "g"),): (42, "Unhandled client quota entity type: group"),
         (("user", ""),): (42, "Empty user not supported"),
-        (("ip", "1.2.3.4"), ("user", "u")): (
+        (("user", "u"), ("ip", "1.2.3.4")): (
             42, "Invalid quota entity combination, IP entity shouldnot be combined with User or ClientId"),
         (("ip", "no-such-host.invalid"),): (42, "no-such-host.invalid is not a valid IP or resolvable host."),
         (("user", "a"),): (42, "Invalid configuration key connection_creation_rate"),

@@ -593,8 +593,8 @@ def test_metadata_and_describe_cluster_report_the_principals_operations(tmp_path
 
 
 def test_describe_client_quotas_checks_its_filter_and_describe_configs_on_the_cluster(tmp_path: Path) -> None:
-    """Odradek has no client quotas: a valid filter matches nothing; a bad one gets Kafka's
-    INVALID_REQUEST message; without DESCRIBE_CONFIGS on the cluster, CLUSTER_AUTHORIZATION_FAILED."""
+    """No client quotas set: a valid filter matches nothing; a bad one gets Kafka 4.4's error and
+    message (ClientQuotasImage); without DESCRIBE_CONFIGS on the cluster, CLUSTER_AUTHORIZATION_FAILED."""
     broker = _broker(tmp_path, allow(RT_CLUSTER, CLUSTER_NAME, OP_DESCRIBE_CONFIGS, principal="User:ops"))
     C = request_class(48).ComponentData
 
@@ -605,14 +605,15 @@ def test_describe_client_quotas_checks_its_filter_and_describe_configs_on_the_cl
             assert (resp.error_code, resp.entries) == (0, []), principal
         resp = await call(broker, 48, 1, strict=False, components=[])
         assert (resp.error_code, resp.error_message, resp.entries) == (E.CLUSTER_AUTHORIZATION_FAILED, None, None)
-        for types, message in (
-                (["user", "user"], "Duplicate user filter component entity type"),
-                (["group"], "Custom entity type group not supported"),
-                ([""], "Unexpected empty filter component entity type"),
-                (["ip", "client-id"], "Invalid entity filter component combination, IP filter component should "
-                                      "not be used with user or clientId filter component.")):
+        for types, code, message in (
+                (["user", "user"], E.INVALID_REQUEST, "Entity type user cannot appear more than once in the filter."),
+                (["group"], E.UNSUPPORTED_VERSION, "Unsupported entity type group"),
+                ([""], E.INVALID_REQUEST, "Invalid empty entity type."),
+                (["ip", "client-id"], E.INVALID_REQUEST, "Invalid entity filter component combination. IP filter "
+                                                         "component should not be used with user or clientId filter "
+                                                         "component.")):
             resp = await call(broker, 48, 1, principal="User:ops", strict=False,
                               components=[C(entity_type=t, match_type=2, match=None) for t in types])
-            assert (resp.error_code, resp.error_message, resp.entries) == (E.INVALID_REQUEST, message, None), types
+            assert (resp.error_code, resp.error_message, resp.entries) == (code, message, None), types
 
     run(broker, test)
