@@ -89,7 +89,7 @@ class SharePartition:
             self.end_offset = max(self.end_offset, last + 1)
         for offset in range(start_offset, self.end_offset):
             self.window.setdefault(offset, _Offset(AVAILABLE, 0))
-        self._advance()
+        self.advance()
         self.next_deadline = float("inf")
         #: offsets whose state changed since the last write to the share coordinator
         self.dirty: set[int] = set()
@@ -121,7 +121,10 @@ class SharePartition:
 
     # ---------------------------------------------------------------- state changes
 
-    def _advance(self) -> None:
+    def advance(self) -> None:
+        """Move the start offset past the offsets whose delivery is complete. Kafka does this once
+        the state change is written, so a write carries the start offset from before it; callers
+        of expire_locks, release_member and acknowledge persist first, then advance."""
         while self.start_offset < self.end_offset:
             entry = self.window.get(self.start_offset)
             if entry is None or entry.state not in (ACKNOWLEDGED, ARCHIVED):
@@ -135,7 +138,8 @@ class SharePartition:
         self.dirty.add(offset)
 
     def expire_locks(self, now: float, limit: int) -> bool:
-        """Locks past their deadline go back (or to ARCHIVED at the delivery limit); True if any did."""
+        """Locks past their deadline go back (or to ARCHIVED at the delivery limit); True if any did
+        (then persist and :meth:`advance`)."""
         if now < self.next_deadline:
             return False
         changed = False
@@ -149,8 +153,6 @@ class SharePartition:
             else:
                 upcoming = min(upcoming, entry.deadline)
         self.next_deadline = upcoming
-        if changed:
-            self._advance()
         return changed
 
     def release_member(self, member: str, limit: int) -> bool:
@@ -160,8 +162,6 @@ class SharePartition:
             if entry.state == ACQUIRED and entry.member == member:
                 self._give_back(offset, entry, limit)
                 changed = True
-        if changed:
-            self._advance()
         return changed
 
     def acquire(self, member: str, max_records: int, now: float, lock_s: float, max_locks: int,
@@ -218,7 +218,7 @@ class SharePartition:
                 last_end = batch.position + batch.size_in_bytes
         if acquired:
             self.next_deadline = min(self.next_deadline, deadline)
-        self._advance()
+        self.advance()
         if not acquired:
             return Acquired()
         ranges: list[list[int]] = []
@@ -262,7 +262,6 @@ class SharePartition:
                 self._give_back(offset, entry, limit)
             else:  # REJECT, GAP
                 entry.state = ARCHIVED
-        self._advance()
         return changed
 
     def reset_start(self, offset: int) -> None:

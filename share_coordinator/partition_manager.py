@@ -105,6 +105,7 @@ class SharePartitionManager:
         for (gid, _tid, _p), sp in self.partitions.items():
             if gid == group_id and sp.release_member(member_id, limit):
                 self.persist(sp)
+                sp.advance()
                 woken.append((sp.topic, sp.partition))
         if woken:
             self.broker.notify_appended(woken)
@@ -167,7 +168,9 @@ class SharePartitionManager:
             return sp
         limit = self.setting(group_id, "group.share.delivery.count.limit")
         lock_s = self.setting(group_id, "group.share.record.lock.duration.ms") / 1000
-        sp.expire_locks(now, limit)
+        if sp.expire_locks(now, limit):
+            self.persist(sp)
+            sp.advance()
         for first, last, types in batches:
             code = sp.check_acknowledge(member_id, first, last, types)
             if code != ErrorCode.NONE:
@@ -179,6 +182,7 @@ class SharePartitionManager:
             released |= 2 in types
         if changed:
             code = self.persist(sp)
+            sp.advance()
             if code != ErrorCode.NONE:
                 return code
         if released:  # a waiting ShareFetch of another member may take these now
@@ -197,6 +201,7 @@ class SharePartitionManager:
         limit = self.setting(group_id, "group.share.delivery.count.limit")
         if sp.expire_locks(now, limit):
             self.persist(sp)
+            sp.advance()
         hw = plog.high_watermark
         if sp.start_offset < plog.log_start_offset:
             sp.reset_start(plog.log_start_offset)

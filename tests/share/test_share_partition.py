@@ -60,11 +60,15 @@ def test_accept_moves_the_start_offset_release_redelivers_with_count_plus_one():
     _acquire(sp, "a", data, 4)
     assert sp.check_acknowledge("a", 0, 3, [ACCEPT, RELEASE, ACCEPT, REJECT]) == ErrorCode.NONE
     assert sp.acknowledge("a", 0, 3, [ACCEPT, RELEASE, ACCEPT, REJECT], 0.0, 30.0, 5)
+    # written first with the start offset from before the change, then the start moves
+    assert sp.state_batches(changed_only=True)[0] == (0, 0, ACKNOWLEDGED, 1)
+    sp.advance()
     assert sp.start_offset == 1  # offset 1 is available again
     assert sp.state_batches() == [(1, 1, AVAILABLE, 1), (2, 2, ACKNOWLEDGED, 1), (3, 3, ARCHIVED, 1)]
     got = _acquire(sp, "b", data, 4)
     assert got.ranges == [(1, 1, 2)]
     sp.acknowledge("b", 1, 1, [ACCEPT], 0.0, 30.0, 5)
+    sp.advance()
     assert sp.start_offset == 4 and sp.state_batches() == []
 
 
@@ -90,6 +94,7 @@ def test_delivery_count_limit_archives_and_locks_expire():
     # the third delivery's lock runs out at the limit: archived, never delivered again
     assert not sp.expire_locks(300.0 + 29, 3)
     assert sp.expire_locks(300.0 + 30, 3)
+    sp.advance()
     assert sp.start_offset == 1
     # a lock that runs out below the limit makes the record available to another member
     assert _acquire(sp, "a", data, 2, now=400.0).ranges == [(1, 1, 1)]
@@ -115,6 +120,7 @@ def test_max_record_locks_bounds_the_window():
     assert _acquire(sp, "a", data, 10, max_locks=4).ranges == [(0, 3, 1)]
     assert _acquire(sp, "b", data, 10, max_locks=4).ranges == []
     sp.acknowledge("a", 0, 1, [ACCEPT], 0.0, 30.0, 5)
+    sp.advance()
     assert _acquire(sp, "b", data, 10, max_locks=4).ranges == [(4, 5, 1)]
 
 
