@@ -129,7 +129,8 @@ def _describe_new(client: KafkaClient, group: str, coordinator: int, api_key: in
                       for tp in (m.assignment.topic_partitions if m.assignment else ()) for p in tp.partitions]
         members.append({"member_id": m.member_id, "client_id": m.client_id, "client_host": m.client_host,
                         "assignment": sorted(assignment, key=lambda a: (a["topic"], a["partition"]))})
-    return {"group_id": g.group_id, "state": g.group_state, "protocol_type": "consumer",
+    return {"group_id": g.group_id, "state": g.group_state,
+            "protocol_type": "share" if api_key == SHARE_GROUP_DESCRIBE else "consumer",
             "protocol": g.assignor_name, "members": members}
 
 

@@ -356,7 +356,9 @@ async function groupPage(id, params) {
       members.replaceChildren(table(["Member", "Client id", "Host", "Assignment"],
         g.members.map(m => row([m.member_id, m.client_id, m.client_host,
           m.assignment.map(a => a.topic + "-" + a.partition).join(", ") || "-"])), { id: "members" }));
-      offsets.replaceChildren(table(["Topic", { label: "Partition", num: true }, { label: "Committed", num: true },
+      // A share group has no committed offsets: its share-partitions have a start offset instead.
+      const committed = g.type === "share" ? "Start offset" : "Committed";
+      offsets.replaceChildren(table(["Topic", { label: "Partition", num: true }, { label: committed, num: true },
         { label: "End offset", num: true }, { label: "Lag", num: true }, "Member"],
         g.offsets.map(o => row([linkTopic(o.topic), num(o.partition), num(o.committed), num(o.end_offset), num(o.lag),
           o.member_id || "-"], { "data-tp": o.topic + "-" + o.partition })), { id: "offsets" }));
