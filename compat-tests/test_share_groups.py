@@ -323,3 +323,47 @@ def test_share_state_survives_sigterm_and_sigkill(odradek_broker_factory):
         # accepted came later, with a higher delivery count
         accepted_counts = [c for j, c, ack in state["acked"] if j == i and ack == "ACCEPT"]
         assert accepted_counts and accepted_counts[0] > count, (i, count, accepted_counts)
+
+
+def test_locks_of_a_stalled_member_run_out_and_another_member_gets_the_records(odradek_broker_factory):
+    """A member that stops acknowledging loses its record locks after
+    ``group.share.record.lock.duration.ms``; another member then gets the records, counted once more."""
+    from confluent_kafka import AcknowledgeType, Producer, ShareConsumer
+    from confluent_kafka.admin import AdminClient, NewTopic
+
+    broker = odradek_broker_factory(overrides={"group.share.record.lock.duration.ms": "3000"})
+    admin = AdminClient({"bootstrap.servers": broker.bootstrap})
+    for f in admin.create_topics([NewTopic("locks", 1, 1)]).values():
+        f.result(30)
+    config = {"bootstrap.servers": broker.bootstrap, "group.id": "locks", "share.acknowledgement.mode": "explicit"}
+    stalled, other = ShareConsumer({**config, "client.id": "stalled"}), ShareConsumer({**config, "client.id": "other"})
+    try:
+        stalled.subscribe(["locks"])
+        deadline = time.monotonic() + 8
+        while time.monotonic() < deadline:
+            stalled.poll(0.2)  # joins; its share-partition starts at the end of the log (latest)
+        producer = Producer({"bootstrap.servers": broker.bootstrap})
+        for i in range(20):
+            producer.produce("locks", value=f"l-{i}".encode(), partition=0)
+        producer.flush(30)
+        held: list = []
+        deadline = time.monotonic() + 20
+        while not held and time.monotonic() < deadline:
+            held = [m for m in stalled.poll(0.5) if m.error() is None]
+        assert held and all(m.delivery_count() == 1 for m in held)
+        acquired_at = time.monotonic()
+        # the stalled member keeps its membership (librdkafka heartbeats) but never acknowledges
+        other.subscribe(["locks"])
+        got: dict[int, int] = {}
+        deadline = time.monotonic() + 30
+        while len(got) < len(held) and time.monotonic() < deadline:
+            for m in other.poll(0.5):
+                if m.error() is None:
+                    got[m.offset()] = m.delivery_count()
+                    other.acknowledge(m, AcknowledgeType.ACCEPT)
+            other.commit_sync()
+        assert time.monotonic() - acquired_at >= 2.5  # not before the lock ran out
+        assert {m.offset(): 2 for m in held} == {o: c for o, c in got.items() if o in {m.offset() for m in held}}
+    finally:
+        other.close()
+        stalled.close()

@@ -232,13 +232,16 @@ class ShareGroup:
         self.group_epoch += 1
         log.info("Member %s left share group %s: %s", member_id, self.group_id, reason)
 
-    def expire_sessions(self, coordinator: GroupCoordinator, now: float) -> None:
-        """Remove members whose session timed out."""
+    def expire_sessions(self, coordinator: GroupCoordinator, now: float) -> list[str]:
+        """Remove members whose session timed out; returns their ids."""
+        gone = []
         for member in list(self.members.values()):
             if now >= member.session_deadline:
                 self.remove_member(member.member_id, "session timeout")
+                gone.append(member.member_id)
         if self.group_epoch > self.assignment_epoch:
             self.maybe_assign(coordinator.topic_partition_count)
+        return gone
 
 
 def share_cfg(coordinator: Any, key: str) -> int:
@@ -444,9 +447,14 @@ def collect(found: dict[str, dict[int, dict[str, Any]]], raw: dict[str, dict[byt
 def tick(coordinator: GroupCoordinator, group: ShareGroup, now: float) -> None:
     """Session expiry of a share group's members (from the coordinator's timer)."""
     before = len(group.members), group.group_epoch
-    group.expire_sessions(coordinator, now)
+    gone = group.expire_sessions(coordinator, now)
     if (len(group.members), group.group_epoch) != before:
         persist(coordinator, group)
+    manager = coordinator.broker.coordinators.get("share_partitions") if coordinator.broker is not None else None
+    for member_id in gone:
+        # its share sessions end and what it holds goes back to the group at once
+        if manager is not None:
+            manager.member_left(group.group_id, member_id)
 
 
 def delete_state(coordinator: GroupCoordinator, group: ShareGroup) -> None:
