@@ -391,7 +391,7 @@ function lagPlot(history) {
   const maxLag = Math.max(1, ...history.map(h => h[1]));
   const x = t => L + (W - L - R) * (t - t0) / (t1 - t0);
   const y = v => T + (H - T - B) * (1 - v / maxLag);
-  for (const v of [0, maxLag / 2, maxLag]) {
+  for (const v of maxLag >= 2 ? [0, maxLag / 2, maxLag] : [0, maxLag]) {
     mk("line", { class: "grid", x1: L, x2: W - R, y1: y(v), y2: y(v) });
     mk("text", { x: L - 6, y: y(v) + 4, "text-anchor": "end" }, String(Math.round(v)));
   }
