@@ -99,6 +99,11 @@ class SharePartition:
     def in_flight(self) -> int:
         return self.end_offset - self.start_offset
 
+    def locked(self) -> int:
+        """Records acquired (locked) now: ``group.share.partition.max.record.locks`` bounds these,
+        not the window (Kafka's windows grow past it while records wait to be acknowledged)."""
+        return sum(1 for e in self.window.values() if e.state == ACQUIRED)
+
     def state_batches(self, changed_only: bool = False) -> list[tuple[int, int, int, int]]:
         """(first, last, state, delivery count) runs of the window (`changed_only`: of the offsets
         changed since the last write), as the state records hold them; an acquired offset is
@@ -168,11 +173,12 @@ class SharePartition:
                 high_watermark: int, read: Callable[[int], bytes]) -> Acquired:
         """Acquire for `member` up to about `max_records` records (whole batches): first offsets
         of the window that are available again, then new ones from the log up to the high
-        watermark, as long as the window stays within `max_locks`. `read(offset)` gives the
+        watermark, as long as at most `max_locks` records are locked at once. `read(offset)` gives the
         log's batches from the one holding `offset`."""
         fetch_from = next((o for o in range(self.start_offset, self.end_offset)
                            if self.window[o].state == AVAILABLE), self.end_offset)
-        if fetch_from == self.end_offset and (self.in_flight() >= max_locks or fetch_from >= high_watermark):
+        locked = self.locked()
+        if locked >= max_locks or fetch_from >= high_watermark:
             return Acquired()
         if fetch_from >= high_watermark:
             return Acquired()
@@ -195,7 +201,7 @@ class SharePartition:
                 if entry is None:
                     if offset < self.end_offset:
                         continue  # before the window: done already
-                    if offset - self.start_offset >= max_locks:
+                    if locked >= max_locks:
                         full = True
                         break
                     entry = self.window[offset] = _Offset(AVAILABLE, 0)
@@ -206,6 +212,10 @@ class SharePartition:
                     entry.state = ARCHIVED  # transaction markers are never delivered
                     self.dirty.add(offset)
                     continue
+                if locked >= max_locks:
+                    full = True
+                    break
+                locked += 1
                 entry.state = ACQUIRED
                 entry.count += 1
                 entry.member = member

@@ -114,14 +114,15 @@ def test_renew_extends_the_lock_and_gap_archives():
     assert sp.check_acknowledge("a", 0, 0, [ACCEPT]) == ErrorCode.INVALID_RECORD_STATE
 
 
-def test_max_record_locks_bounds_the_window():
+def test_max_record_locks_bounds_the_locked_records_not_the_window():
     data = _log([1] * 10)
     sp = SharePartition("g", "t", 0, None, 0)
     assert _acquire(sp, "a", data, 10, max_locks=4).ranges == [(0, 3, 1)]
     assert _acquire(sp, "b", data, 10, max_locks=4).ranges == []
-    sp.acknowledge("a", 0, 1, [ACCEPT], 0.0, 30.0, 5)
+    sp.acknowledge("a", 1, 3, [ACCEPT], 0.0, 30.0, 5)  # offset 0 stays locked: the start stays at 0
     sp.advance()
-    assert _acquire(sp, "b", data, 10, max_locks=4).ranges == [(4, 5, 1)]
+    assert _acquire(sp, "b", data, 10, max_locks=4).ranges == [(4, 6, 1)]
+    assert sp.start_offset == 0 and sp.in_flight() == 7 and sp.locked() == 4
 
 
 def test_release_member_and_reload_from_state_batches():
