@@ -10,6 +10,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from importlib import resources
 from typing import Any
+from urllib.parse import urlsplit
 
 from flask import Flask, Response, jsonify, request, send_from_directory
 
@@ -21,13 +22,32 @@ from .pool import ClientPool
 STATIC_DIR = str(resources.files(__package__) / "static")
 
 
-def create_app(pool: ClientPool, *, connection_info: dict[str, Any] | None = None) -> Flask:
+LOOPBACK_NAMES = frozenset({"127.0.0.1", "localhost", "::1"})
+
+
+def create_app(pool: ClientPool, *, connection_info: dict[str, Any] | None = None,
+               allowed_hosts: frozenset[str] | None = LOOPBACK_NAMES) -> Flask:
     """The WSGI app of a console that reads the cluster through `pool`.
 
     `connection_info` is what the cluster page says about how the console connects (bootstrap
     servers, security protocol, SASL mechanism and user name; never a password or key).
+    `allowed_hosts`: the host names the browser may call the console by (None: any).
     """
     app = Flask(__name__, static_folder=None)
+
+    @app.before_request
+    def same_origin_only() -> tuple[Response, int] | None:
+        # The console has no login: a web page open in the same browser must not be able to drive
+        # it. A Host outside `allowed_hosts` is a DNS-rebinding attempt; a changing request from
+        # another Origin is cross-site (and JSON bodies, required below, force a CORS preflight
+        # that the console never grants).
+        host = (request.host or "").rsplit(":", 1)[0].strip("[]")
+        if allowed_hosts is not None and host not in allowed_hosts:
+            return jsonify({"error": f"host {host!r} not allowed"}), 403
+        origin = request.headers.get("Origin")
+        if request.method != "GET" and origin and urlsplit(origin).netloc != request.host:
+            return jsonify({"error": "cross-origin requests are not allowed"}), 403
+        return None
     history = groups.LagHistory()
     info = dict(connection_info or {"bootstrap": pool.bootstrap})
 
@@ -70,7 +90,7 @@ def create_app(pool: ClientPool, *, connection_info: dict[str, Any] | None = Non
 
     @app.post("/api/topics")
     def create_topic() -> Any:
-        body = request.get_json(force=True)
+        body = _json_body()
         name = str(body.get("name", "")).strip()
         if not name:
             return jsonify({"error": "a topic name is needed"}), 400
@@ -88,7 +108,7 @@ def create_app(pool: ClientPool, *, connection_info: dict[str, Any] | None = Non
 
     @app.post("/api/topics/<name>/configs")
     def alter_configs(name: str) -> Any:
-        body = request.get_json(force=True)
+        body = _json_body()
         set_configs = {str(k): str(v) for k, v in (body.get("set") or {}).items()}
         delete = [str(k) for k in body.get("delete") or []]
         return api(lambda c: admin.alter_topic_configs(c, name, set_configs, delete) or {"altered": name})
@@ -106,7 +126,7 @@ def create_app(pool: ClientPool, *, connection_info: dict[str, Any] | None = Non
 
     @app.post("/api/topics/<name>/produce")
     def produce(name: str) -> Any:
-        body = request.get_json(force=True)
+        body = _json_body()
         headers = [(str(h.get("key", "")), h.get("value")) for h in body.get("headers") or [] if h.get("key")]
         return api(lambda c: messages.produce(c, name, key=body.get("key"), value=body.get("value"),
                                               headers=headers, partition=_int(body.get("partition"))))
@@ -132,6 +152,16 @@ def create_app(pool: ClientPool, *, connection_info: dict[str, Any] | None = Non
         return api(admin.quotas)
 
     return app
+
+
+def _json_body() -> dict[str, Any]:
+    """The request's JSON object; only `application/json` bodies (never a cross-site form post)."""
+    if not request.is_json:
+        raise ValueError("the body must be application/json")
+    body = request.get_json()
+    if not isinstance(body, dict):
+        raise ValueError("the body must be a JSON object")
+    return body
 
 
 def _int(value: Any) -> int | None:

@@ -47,7 +47,7 @@ def connection_info(bootstrap: str, properties: dict[str, str]) -> dict[str, Any
 def run(args: argparse.Namespace) -> int:
     from waitress import create_server
 
-    from .app import create_app
+    from .app import LOOPBACK_NAMES, create_app
     from .pool import ClientPool
 
     try:
@@ -58,7 +58,9 @@ def run(args: argparse.Namespace) -> int:
         print(f"odradek console: {exc}", file=sys.stderr)
         return 1
     pool = ClientPool(args.bootstrap_server, security, timeout=args.request_timeout_ms / 1000)
-    app = create_app(pool, connection_info=connection_info(args.bootstrap_server, properties))
+    # Bound to loopback, the console answers only to loopback names; bound wider, to any.
+    allowed = LOOPBACK_NAMES if args.host in LOOPBACK_NAMES else None
+    app = create_app(pool, connection_info=connection_info(args.bootstrap_server, properties), allowed_hosts=allowed)
     try:
         server = create_server(app, host=args.host, port=args.port, threads=max(2, args.threads),
                                ident="odradek-console")

@@ -104,3 +104,21 @@ def test_web_app_serves_its_own_assets_and_reports_an_unreachable_cluster() -> N
     assert down.status_code == 502 and "cannot reach the cluster" in down.get_json()["error"]
     bad = app.get("/api/topics/t/messages?limit=many")
     assert bad.status_code == 400 and "whole number" in bad.get_json()["error"]
+
+
+def test_other_sites_cannot_drive_the_console() -> None:
+    """No login, so: JSON bodies only (a cross-site form or text/plain post is refused), no
+    changing request from another Origin, no Host outside loopback (DNS rebinding)."""
+    pool = ClientPool(f"127.0.0.1:{_closed_port()}", timeout=2)
+    app = create_app(pool).test_client()
+    local = {"Host": "127.0.0.1:8080"}
+    form = app.post("/api/topics", data="name=evil", content_type="text/plain", headers=local)
+    assert form.status_code == 400 and "application/json" in form.get_json()["error"]
+    cross = app.post("/api/topics", json={"name": "evil"}, headers={**local, "Origin": "http://evil.example"})
+    assert cross.status_code == 403
+    rebound = app.get("/api/topics", headers={"Host": "evil.example:8080"})
+    assert rebound.status_code == 403
+    # The console's own page (same origin) gets through to the cluster (unreachable here: 502).
+    own = app.post("/api/topics", json={"name": "t"}, headers={**local, "Origin": "http://127.0.0.1:8080"})
+    assert own.status_code == 502
+    assert app.get("/", headers={"Host": "localhost:8080"}).status_code == 200
