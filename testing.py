@@ -48,7 +48,8 @@ from typing import Any
 # importing itself); running_broker() alone must not pay pytest's ~0.3 s import.
 pytest: Any = sys.modules.get("pytest")
 
-__all__ = ["RunningBroker", "running_broker", "odradek_bootstrap", "odradek_fresh_broker"]
+__all__ = ["RunningBroker", "RunningCluster", "running_broker", "running_cluster", "odradek_bootstrap",
+           "odradek_fresh_broker"]
 
 START_TIMEOUT_S = 60.0
 
@@ -170,6 +171,150 @@ def _run_in_thread(host: str, settings: dict[str, str]) -> Iterator[RunningBroke
         if not started.empty():
             exc = started.get()
             raise RuntimeError("the in-process Odradek broker failed") from exc
+
+
+@dataclass
+class RunningCluster:
+    """A started KRaft cluster of Odradek nodes: node 1 is the controller (a combined node, a broker
+    too), the others are brokers (process.roles=broker) under it."""
+
+    brokers: list[RunningBroker]
+    cluster_id: str
+
+    @property
+    def bootstrap_servers(self) -> str:
+        """Every broker's ``host:port``, comma-separated (any one of them is enough for a client)."""
+        return ",".join(b.bootstrap_servers for b in self.brokers)
+
+    @property
+    def controller(self) -> RunningBroker:
+        return self.brokers[0]
+
+
+def _free_port(host: str) -> int:
+    with socket.socket() as sock:
+        sock.bind((host, 0))
+        return sock.getsockname()[1]
+
+
+@contextlib.contextmanager
+def running_cluster(
+    brokers: int = 3,
+    configs: Mapping[str, object] | None = None,
+    *,
+    host: str = "127.0.0.1",
+    **overrides: object,
+) -> Iterator[RunningCluster]:
+    """Start a cluster of `brokers` Odradek brokers in this process, yield it once every broker is
+    registered and unfenced, shut it down at exit (brokers first, then the controller).
+
+    Node 1 is a combined broker and controller with a controller listener, the single voter of
+    the cluster's KRaft quorum; nodes 2..N follow its metadata log as Kafka brokers do. Topics
+    are spread over all brokers; clients may bootstrap from any of them. Config overrides are
+    given as in :func:`running_broker` and apply to every node. Each node has its own temporary
+    log dir, removed afterwards.
+    """
+    import base64  # noqa: PLC0415
+    import uuid  # noqa: PLC0415
+
+    if brokers < 1:
+        raise ValueError("a cluster needs at least one broker")
+    cluster_id = base64.urlsafe_b64encode(uuid.uuid4().bytes).decode().rstrip("=")
+    common = {"group.initial.rebalance.delay.ms": "0", "broker.heartbeat.interval.ms": "100",
+              "offsets.topic.replication.factor": "1", "transaction.state.log.replication.factor": "1",
+              **_config_overrides(configs, overrides)}
+    # the controller's ports are chosen first: every node's controller.quorum.voters names them
+    broker_port, controller_port = _free_port(host), _free_port(host)
+    voters = f"1@{host}:{controller_port}"
+    temp = tempfile.mkdtemp(prefix="odradek-cluster-")
+    nodes: list[dict[str, str]] = []
+    for node_id in range(1, brokers + 1):
+        settings = {**common, "node.id": str(node_id), "cluster.id": cluster_id,
+                    "controller.quorum.voters": voters, "controller.listener.names": "CONTROLLER",
+                    "listener.security.protocol.map": "CONTROLLER:PLAINTEXT,PLAINTEXT:PLAINTEXT",
+                    "log.dirs": str(Path(temp) / f"node{node_id}")}
+        if node_id == 1:
+            settings.update({"process.roles": "broker,controller",
+                             "listeners": f"PLAINTEXT://{host}:{broker_port},CONTROLLER://{host}:{controller_port}",
+                             "advertised.listeners": f"PLAINTEXT://{host}:{broker_port}"})
+        else:
+            settings.update({"process.roles": "broker", "listeners": f"PLAINTEXT://{host}:0"})
+        nodes.append(settings)
+    try:
+        with _run_cluster_in_thread(nodes) as running:
+            yield RunningCluster(running, cluster_id)
+    finally:
+        shutil.rmtree(temp, ignore_errors=True)
+
+
+@contextlib.contextmanager
+def _run_cluster_in_thread(nodes: list[dict[str, str]]) -> Iterator[list[RunningBroker]]:
+    import trio
+
+    from .broker import Broker
+    from .config import BrokerConfig
+    from .handlers.registry import load_handlers
+    from .server import serve_listeners
+
+    load_handlers()
+    started: queue.Queue = queue.Queue()
+    objects = [Broker(BrokerConfig.load(None, [f"{k}={v}" for k, v in settings.items()])) for settings in nodes]
+
+    async def run_node(broker: Any, stop: trio.Event, task_status: Any = trio.TASK_STATUS_IGNORED) -> None:
+        await broker.startup()
+        try:
+            async with trio.open_nursery() as nursery:
+                bound = await nursery.start(serve_listeners, broker)
+                nursery.start_soon(broker.run_background_tasks)
+                task_status.started(bound)
+                await stop.wait()
+                nursery.cancel_scope.cancel()
+        finally:
+            with trio.CancelScope(shield=True):
+                await broker.shutdown()
+
+    async def main() -> None:
+        controller_stop, brokers_stop = trio.Event(), trio.Event()
+        async with trio.open_nursery() as outer:
+            bound = [await outer.start(run_node, objects[0], controller_stop)]
+            async with trio.open_nursery() as inner:
+                for broker in objects[1:]:
+                    bound.append(await inner.start(run_node, broker, brokers_stop))
+                # ready once the controller has every broker registered and unfenced
+                image = objects[0].metadata_store.image
+                while len(image.alive_brokers()) < len(objects):
+                    await trio.sleep(0.01)
+                stop = trio.Event()
+                started.put((trio.lowlevel.current_trio_token(), stop, bound))
+                await stop.wait()
+                brokers_stop.set()
+            controller_stop.set()
+
+    def thread_main() -> None:
+        try:
+            trio.run(main)
+        except BaseException as exc:  # noqa: BLE001 - handed to the starting thread
+            started.put(exc)
+
+    thread = threading.Thread(target=thread_main, name="odradek-cluster", daemon=True)
+    thread.start()
+    item = started.get(timeout=START_TIMEOUT_S)
+    if isinstance(item, BaseException):
+        raise RuntimeError("the in-process Odradek cluster failed to start") from item
+    token, stop, bound = item
+    running = []
+    for broker, addresses, settings in zip(objects, bound, nodes, strict=True):
+        host, port = next((a for a, lst in zip(addresses, broker.config.listeners, strict=False)
+                           if lst.name == "PLAINTEXT"), addresses[0])
+        running.append(RunningBroker(host, port, Path(settings["log.dirs"]), dict(settings), True, broker=broker))
+    try:
+        yield running
+    finally:
+        trio.from_thread.run_sync(stop.set, trio_token=token)
+        thread.join(timeout=START_TIMEOUT_S)
+        if not started.empty():
+            exc = started.get()
+            raise RuntimeError("the in-process Odradek cluster failed") from exc
 
 
 _LISTENING = re.compile(r"Listening on (\S+):(\d+) ")

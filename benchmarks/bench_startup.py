@@ -1,4 +1,5 @@
-"""Start-up time of an embedded broker (``odradek.testing.running_broker``), in-process vs subprocess.
+"""Start-up time of an embedded broker (``odradek.testing.running_broker``), in-process vs subprocess,
+and of an in-process three-broker cluster (``odradek.testing.running_cluster``).
 
 Run: ``python benchmarks/bench_startup.py [--runs 5] [--output docs/benchmarks-startup.md]``.
 Prints a Markdown report (and writes it with --output).
@@ -41,16 +42,45 @@ print(json.dumps({"import": t1 - t0, "start": t2 - t1, "import_cpu": c1 - c0, "s
 """
 
 
+_COLD_CLUSTER_SCRIPT = """
+import json, time
+t0, c0 = time.perf_counter(), time.process_time()
+from odradek.testing import running_cluster
+t1, c1 = time.perf_counter(), time.process_time()
+with running_cluster(brokers=3) as cluster:
+    t2, c2 = time.perf_counter(), time.process_time()
+print(json.dumps({"import": t1 - t0, "start": t2 - t1, "import_cpu": c1 - c0, "start_cpu": c2 - c1}))
+"""
+
+
 def _proc_cpu_seconds(pid: int) -> float:
     """utime + stime of a running process (Linux /proc), so a subprocess's CPU can be read before it exits."""
     fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
     return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
 
 
-def cold_in_process() -> dict[str, float]:
+def cold_in_process(script: str = _COLD_SCRIPT) -> dict[str, float]:
     """Import + first start in a fresh interpreter (seconds, wall and CPU)."""
-    out = subprocess.run([sys.executable, "-c", _COLD_SCRIPT], capture_output=True, text=True, check=True)
+    out = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, check=True)
     return json.loads(out.stdout.strip().splitlines()[-1])
+
+
+def timed_cluster_starts(runs: int) -> tuple[list[float], list[float], list[float]]:
+    """(start seconds, CPU seconds, stop seconds) of three-broker `running_cluster`s, one after another:
+    started means every broker registered and unfenced."""
+    from odradek.testing import running_cluster
+
+    starts, cpu, stops = [], [], []
+    for _ in range(runs):
+        t0, c0 = time.perf_counter(), time.process_time()
+        cm = running_cluster(brokers=3)
+        cm.__enter__()
+        starts.append(time.perf_counter() - t0)
+        cpu.append(time.process_time() - c0)
+        t1 = time.perf_counter()
+        cm.__exit__(None, None, None)
+        stops.append(time.perf_counter() - t1)
+    return starts, cpu, stops
 
 
 def timed_starts(in_process: bool, runs: int) -> tuple[list[float], list[float], list[float]]:
@@ -89,6 +119,8 @@ def main() -> None:
     timed_starts(True, 1)
     warm, warm_cpu, warm_stop = timed_starts(True, args.runs)
     sub, sub_cpu, sub_stop = timed_starts(False, args.runs)
+    cold_cluster = [cold_in_process(_COLD_CLUSTER_SCRIPT) for _ in range(args.runs)]
+    cluster, cluster_cpu, cluster_stop = timed_cluster_starts(args.runs)
     load = os.getloadavg()[0]
     lines = [
         "# Embedded broker start-up",
@@ -111,6 +143,12 @@ def main() -> None:
         f"| in-process: clean stop | {_ms(warm_stop)} | |",
         f"| subprocess (`python -m odradek serve`): start until listening | {_ms(sub)} | {_ms(sub_cpu)} |",
         f"| subprocess: clean stop (SIGTERM) | {_ms(sub_stop)} | |",
+        f"| `running_cluster(brokers=3)`, cold: first start (imports the broker) | "
+        f"{_ms([c['start'] for c in cold_cluster])} | {_ms([c['start_cpu'] for c in cold_cluster])} |",
+        f"| `running_cluster(brokers=3)`, warm: a later start, until all three are unfenced | {_ms(cluster)} | "
+        f"{_ms(cluster_cpu)} |",
+        f"| `running_cluster(brokers=3)`: clean stop (controlled shutdowns, then the controller) | "
+        f"{_ms(cluster_stop)} | |",
         "",
         "`running_broker()` and the pytest fixtures use the in-process broker because it is the",
         "faster one; the subprocess pays a new interpreter and all imports on every start.",
