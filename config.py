@@ -181,6 +181,7 @@ BROKER_CONFIGS: dict[str, ConfigKey] = _keys(
     _k("delegation.token.max.lifetime.ms", _long, 604800000, "Longest lifetime of a delegation token."),
     _k("delegation.token.expiry.time.ms", _long, 86400000, "How long a token lives before it must be renewed."),
     _k("delegation.token.expiry.check.interval.ms", _long, 3600000, "How often expired tokens are removed."),
+    _k("telemetry.max.bytes", _long, 1048576, "Largest metrics payload a client may push (KIP-714 PushTelemetry)."),
     _k("offsets.topic.num.partitions", _long, 50, "Partitions of __consumer_offsets."),
     _k("offsets.topic.replication.factor", _long, 1, "Accepted for compatibility."),
     _k("offsets.topic.segment.bytes", _long, 104857600, "segment.bytes of __consumer_offsets."),

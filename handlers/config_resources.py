@@ -35,7 +35,9 @@ async def handle_list_config_resources(ctx: RequestContext, header, request) -> 
     if GROUP in wanted:
         found += [(name, GROUP) for name in _names_with_configs(ctx, GROUP)]
     if CLIENT_METRICS in wanted:
-        found += [(name, CLIENT_METRICS) for name in _names_with_configs(ctx, CLIENT_METRICS)]
+        from ..client_telemetry import list_client_metrics  # noqa: PLC0415 - in Kafka's (hash map) order
+
+        found += [(name, CLIENT_METRICS) for name in list_client_metrics(ctx.broker)]
     node = str(ctx.broker.node_id)
     if BROKER_LOGGER in wanted:
         found.append((node, BROKER_LOGGER))

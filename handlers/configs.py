@@ -36,6 +36,7 @@ IncrementalAlterConfigsResponse = response_class(INCREMENTAL_ALTER_CONFIGS_KEY)
 RESOURCE_TOPIC = 2
 RESOURCE_BROKER = 4
 RESOURCE_BROKER_LOGGER = 8
+RESOURCE_CLIENT_METRICS = 16  # KIP-714 subscriptions: odradek.client_telemetry
 
 # DescribeConfigsResponse.ConfigSource
 SOURCE_DYNAMIC_TOPIC = 1
@@ -248,7 +249,7 @@ def _refused(ctx: RequestContext, resource, operation: int) -> tuple[ErrorCode, 
     if resource.resource_type == RESOURCE_TOPIC:
         if not allowed(operation, RT_TOPIC, resource.resource_name):
             return ErrorCode.TOPIC_AUTHORIZATION_FAILED, "Topic authorization failed."
-    elif resource.resource_type in (RESOURCE_BROKER, RESOURCE_BROKER_LOGGER):
+    elif resource.resource_type in (RESOURCE_BROKER, RESOURCE_BROKER_LOGGER, RESOURCE_CLIENT_METRICS):
         if not allowed(operation, RT_CLUSTER, CLUSTER_NAME):
             return ErrorCode.CLUSTER_AUTHORIZATION_FAILED, "Cluster authorization failed."
     return None
@@ -270,6 +271,12 @@ async def handle_describe_configs(ctx: RequestContext, header, request) -> objec
                                            bool(getattr(request, "include_documentation", False))))
         elif resource.resource_type in (RESOURCE_BROKER, RESOURCE_BROKER_LOGGER):
             results.append(_describe_broker(ctx, resource, version, bool(getattr(request, "include_documentation", False))))
+        elif resource.resource_type == RESOURCE_CLIENT_METRICS:
+            from ..client_telemetry import describe_client_metrics  # noqa: PLC0415
+
+            results.append(describe_client_metrics(ctx.broker, resource, version, bool(request.include_synonyms),
+                                                   bool(getattr(request, "include_documentation", False)),
+                                                   DescribeConfigsResponse))
         else:
             results.append(DescribeConfigsResponse.DescribeConfigsResult(
                 error_code=int(ErrorCode.INVALID_REQUEST),
@@ -298,6 +305,10 @@ def _alter(ctx: RequestContext, resource, validate_only: bool, compute: Callable
         return ErrorCode.INVALID_REQUEST, "Dynamic broker configs are not supported by Odradek"
     if resource.resource_type == RESOURCE_BROKER_LOGGER:
         return ErrorCode.NONE, None
+    if resource.resource_type == RESOURCE_CLIENT_METRICS:
+        from ..client_telemetry import alter_client_metrics  # noqa: PLC0415
+
+        return alter_client_metrics(ctx.broker, resource, validate_only, compute)
     if resource.resource_type != RESOURCE_TOPIC:
         return ErrorCode.INVALID_REQUEST, f"Unsupported resource type {resource.resource_type}"
     meta = ctx.broker.metadata

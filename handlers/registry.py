@@ -90,6 +90,7 @@ _HANDLER_MODULES = (
     "txn_markers",
     "controller_apis",
     "delegation_tokens",
+    "telemetry",
     "share_groups",
     "share_fetch",
 )

@@ -42,13 +42,17 @@ _SHARE = "share groups (KIP-932) have an issue of their own"
 _STREAMS = "streams groups (KIP-1071) have an issue of their own"
 _CLUSTER = "between brokers and controllers: comes with the cluster issue"
 _PLANNED = "not served yet (issue #23)"
+_TELEMETRY = ("Kafka advertises the KIP-714 telemetry APIs only when a telemetry exporter plugin is "
+              "configured; Odradek's exporter is its Prometheus endpoint, so it always serves them "
+              "(docs/metrics.md)")
 
 #: api key -> why Odradek's served range differs from Kafka 4.4.0's.
 DIFFERENCES: dict[int, str] = {
     8: _OLD_VERSIONS, 9: _OLD_VERSIONS, 29: _OLD_VERSIONS, 30: _OLD_VERSIONS, 31: _OLD_VERSIONS,
     32: _OLD_VERSIONS, 27: _OLD_VERSIONS,
     94: _CLUSTER,
-    38: _PLANNED, 39: _PLANNED, 40: _PLANNED, 41: _PLANNED, 49: _PLANNED,
+    49: _PLANNED,
+    71: _TELEMETRY, 72: _TELEMETRY,
     76: _SHARE, 77: _SHARE, 78: _SHARE, 79: _SHARE, 83: _SHARE, 84: _SHARE, 85: _SHARE, 86: _SHARE, 87: _SHARE,
     90: _SHARE, 91: _SHARE, 92: _SHARE,
     88: _STREAMS, 89: _STREAMS, 93: _STREAMS,
