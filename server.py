@@ -43,6 +43,7 @@ import trio
 from . import loop_monitor, sender_pool, sender_process
 from .handlers.registry import RequestContext, dispatch
 from .metrics import start_metrics
+from .quota import connection_throttle_ms
 from .security import Session, listener_security_protocol
 from .wire import schema
 from .wire.errors import ProtocolError
@@ -582,6 +583,13 @@ async def _serve_listeners(broker: Broker, task_status) -> None:
                              protocol: str = protocol, tls=tls, authenticator_factory=authenticator_factory) -> None:
                 session = Session(name, protocol)
                 try:
+                    throttle_ms = connection_throttle_ms(broker, ip)
+                    if throttle_ms:
+                        # over the IP's connection_creation_rate: held unserved, then closed (Kafka's acceptor)
+                        log.debug("Delaying closing of connection from %s for %d ms", ip, throttle_ms)
+                        await trio.sleep(throttle_ms / 1000)
+                        await trio.aclose_forcefully(stream)
+                        return
                     if tls is not None:
                         stream = trio.SSLStream(stream, tls, server_side=True)
                         with trio.move_on_after(_TLS_HANDSHAKE_TIMEOUT_S) as timeout:

@@ -30,7 +30,7 @@ from typing import Any
 from .client_quota_manager import SECONDS_TO_PERCENTAGE, ClientQuotaManager
 from .sampled_rate import SampledRate
 
-__all__ = ["QuotaManagers", "quota_managers", "client_of", "SECONDS_TO_PERCENTAGE"]
+__all__ = ["QuotaManagers", "quota_managers", "client_of", "connection_throttle_ms", "SECONDS_TO_PERCENTAGE"]
 
 #: Kafka's defaults of quota.window.num and quota.window.size.seconds.
 DEFAULT_WINDOW_NUM = 11
@@ -164,6 +164,15 @@ def quota_managers(broker: Any) -> QuotaManagers | None:
     if image is not None:
         managers.refresh(image)
     return managers
+
+
+def connection_throttle_ms(broker: Any, ip: str) -> int:
+    """Count a new connection from `ip` against its connection_creation_rate; how long to hold it
+    unserved before closing it (0: serve it)."""
+    managers = quota_managers(broker)
+    if managers is None:
+        return 0
+    return managers.connections.record_and_get_throttle_time_ms(_normalized_ip(ip), now_ms())
 
 
 def client_of(ctx: Any, client_id: str | None) -> tuple[str, str]:

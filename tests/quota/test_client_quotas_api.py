@@ -154,3 +154,25 @@ def test_a_producer_over_its_quota_is_throttled() -> None:
             assert time.monotonic() - started >= second.throttle_time_ms / 1000 * 0.9
         finally:
             conn.close()
+
+
+def test_connections_over_an_ip_rate_are_closed_unserved() -> None:
+    with running_broker() as running:
+        conn = BrokerConnection(running.host, running.port)
+        try:
+            assert alter(conn, [({"ip": "127.0.0.1"}, [("connection_creation_rate", 1.0)])]) == {
+                (("ip", "127.0.0.1"),): (0, None)}
+        finally:
+            conn.close()
+        served, refused = 0, 0
+        # 1 connection/s over the 10 s span the rate starts with: the first 10 are served (the one
+        # above was counted before the quota existed), the next ones are held, then closed
+        for _ in range(12):
+            try:
+                c = BrokerConnection(running.host, running.port, timeout=5)
+                c.send(18, request_class(18)(), 0)
+                c.close()
+                served += 1
+            except (OSError, ConnectionError, EOFError):
+                refused += 1
+        assert (served, refused) == (10, 2)
