@@ -176,3 +176,58 @@ def test_connections_over_an_ip_rate_are_closed_unserved() -> None:
             except (OSError, ConnectionError, EOFError):
                 refused += 1
         assert (served, refused) == (10, 2)
+
+
+def test_a_consumer_over_its_quota_gets_an_empty_throttled_fetch() -> None:
+    with running_broker() as running:
+        conn = BrokerConnection(running.host, running.port, client_id="slow-consumer")
+        try:
+            create = request_class(19)
+            conn.send(19, create(topics=[create.CreatableTopic(name="f", num_partitions=1, replication_factor=1)],
+                                 timeout_ms=30000))
+            P = request_class(0)
+
+            def produce() -> None:
+                body = P(acks=1, timeout_ms=30000, topic_data=[P.TopicProduceData(name="f", partition_data=[
+                    P.PartitionProduceData(index=0, records=build_batch([SimpleRecord(value=b"y" * 40000)]))])])
+                assert conn.send(0, body, 9).responses[0].partition_responses[0].error_code == 0
+
+            for _ in range(3):
+                produce()
+            assert alter(conn, [({"client-id": "slow-consumer"}, [("consumer_byte_rate", 20000.0)])]) == {
+                (("client-id", "slow-consumer"),): (0, None)}
+            F = request_class(1)
+
+            def fetch(offset: int):
+                return conn.send(1, F(replica_id=-1, max_wait_ms=0, min_bytes=1, max_bytes=1 << 20, isolation_level=0,
+                                      session_id=0, session_epoch=-1, topics=[F.FetchTopic(topic="f", partitions=[
+                                          F.FetchPartition(partition=0, fetch_offset=offset, partition_max_bytes=1 << 20,
+                                                           current_leader_epoch=-1, log_start_offset=-1)])],
+                                      forgotten_topics_data=[], rack_id=""), 11)
+
+            first = fetch(0)
+            # 120 kB over the 10 s span the rate starts with: 12000 B/s, within 20000
+            assert first.throttle_time_ms == 0
+            assert 120000 < len(first.responses[0].partitions[0].records) < 121000
+            for _ in range(3):
+                produce()
+            second = fetch(3)
+            # another 120 kB would make it 24000 B/s: answered empty, throttled ~ (24000 - 20000) / 20000 * 10 s
+            assert second.responses == []
+            assert 1500 <= second.throttle_time_ms <= 2500
+        finally:
+            conn.close()
+
+
+def test_request_percentage_throttles_any_request_for_at_most_one_window() -> None:
+    with running_broker() as running:
+        conn = BrokerConnection(running.host, running.port, client_id="busy")
+        try:
+            assert alter(conn, [({"client-id": "busy"}, [("request_percentage", 0.0001)])]) == {
+                (("client-id", "busy"),): (0, None)}
+            M = request_class(3)
+            # any request takes well over 0.0001 % of a second's thread time over the 10 s span
+            answer = conn.send(3, M(topics=None, allow_auto_topic_creation=False), 12)
+            assert 0 < answer.throttle_time_ms <= 1000
+        finally:
+            conn.close()
