@@ -151,10 +151,7 @@ def measure(kind: str, count: int, runs: int, workdir: Path) -> dict[str, object
         for name, target in cases.items():
             times = []
             for _ in range(runs):
-                driver.execute_async_script(  # type: ignore[attr-defined]
-                    "const done = arguments[0]; location.hash = '#/cluster';"
-                    "(function w() { document.getElementById('brokers') ? done() : setTimeout(w, 5); })();")
-                ms, rows = driver.execute_async_script(ROWS_JS, target)  # type: ignore[attr-defined]
+                ms, rows = open_messages(driver, target)
                 if ms < 0 or rows != 50:
                     raise RuntimeError(f"{kind} {name}: the page did not show 50 messages ({rows})")
                 times.append(ms)
@@ -175,11 +172,21 @@ def measure(kind: str, count: int, runs: int, workdir: Path) -> dict[str, object
     return out
 
 
+def open_messages(driver: object, target: str) -> tuple[float, int]:
+    """(ms until the rows are drawn, rows) of the messages page `target`, reached from the cluster
+    page (so that no row of an earlier messages page is mistaken for the new one)."""
+    driver.execute_async_script(  # type: ignore[attr-defined]
+        "const done = arguments[0]; location.hash = '#/cluster';"
+        "(function w() { document.getElementById('brokers') ? done() : setTimeout(w, 5); })();")
+    ms, rows = driver.execute_async_script(ROWS_JS, target)  # type: ignore[attr-defined]
+    return ms, rows
+
+
 def follow(driver: object, bootstrap: str, seconds: float = 10.0, rate: int = 1000) -> dict[str, object]:
     """Follow mode while a producer sends `rate` messages a second: the newest offset the page shows."""
     from confluent_kafka import Producer
 
-    driver.execute_async_script(ROWS_JS, f"#/messages/{TOPIC}")  # type: ignore[attr-defined]
+    open_messages(driver, f"#/messages/{TOPIC}")
     driver.execute_script("document.getElementById('follow').click();")  # type: ignore[attr-defined]
     producer = Producer({"bootstrap.servers": bootstrap, "linger.ms": 5})
     stop = threading.Event()
