@@ -264,9 +264,11 @@ def _restart_consumer(bootstrap: str, state: dict, stop: threading.Event) -> Non
                 continue
             try:
                 result = consumer.commit_sync(10)
-            except Exception:
+            except Exception as exc:
+                state.setdefault("errors", []).append(repr(exc))
                 continue
             failed = {tp.partition for tp, err in result.items() if err is not None}
+            state.setdefault("errors", []).extend(repr(err) for err in result.values() if err is not None)
             for partition, i, count, ack in pending:
                 if partition not in failed:
                     state["acked"].append((i, count, ack))
@@ -301,7 +303,7 @@ def test_share_state_survives_sigterm_and_sigkill(odradek_broker_factory):
             before = len(state["acked"])
             while len(state["acked"]) < before + RESTART_RECORDS // 4:
                 assert time.monotonic() < deadline, (stop_broker.__name__, len(state["acked"]),
-                                                     len(state["deliveries"]), broker.log_tail(30))
+                                                     len(state["deliveries"]), state.get("errors", [])[-5:])
                 time.sleep(0.05)
             stop_broker()
             broker.start()

@@ -146,9 +146,9 @@ class ShareCoordinator:
         if old is not None and old.state_epoch > state_epoch:
             raise ShareStateError(ErrorCode.FENCED_STATE_EPOCH, "Initialize state epoch is older than the current one.")
         now = _now_ms()
-        # a re-initialization (AlterShareGroupOffsets) keeps the leader epoch last written, as Kafka's does
+        # Kafka 4.4's initialization snapshots carry leader epoch 0 (seen in its __share_group_state)
         state = rec.ShareState(snapshot_epoch=0 if old is None else old.snapshot_epoch + 1, state_epoch=state_epoch,
-                               leader_epoch=-1 if old is None else old.leader_epoch, start_offset=start_offset, delivery_complete_count=-1,
+                               leader_epoch=0, start_offset=start_offset, delivery_complete_count=-1,
                                create_timestamp=now, write_timestamp=now, batches=[])
         self._append(ident, [rec.snapshot_record(group_id, topic_id, partition, state)])
         self.states[ident] = state

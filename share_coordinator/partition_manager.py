@@ -86,6 +86,7 @@ class SharePartitionManager:
         if epoch == FINAL_EPOCH:
             return session
         if epoch != session.epoch:
+            log.debug("Share session of %s in %s expects epoch %d, not %d", member_id, group_id, session.epoch, epoch)
             return ErrorCode.INVALID_SHARE_SESSION_EPOCH
         session.epoch = next_epoch(epoch)
         return session
@@ -134,6 +135,9 @@ class SharePartitionManager:
             reset = str(self.setting(group_id, "share.auto.offset.reset")).strip().lower()
             start = plog.log_start_offset if reset == "earliest" else plog.high_watermark
             state_epoch = state.state_epoch if state is not None else 0
+            # Kafka writes the start offset only with the first acknowledgement; a restart before
+            # that would resolve share.auto.offset.reset again (latest: past records produced
+            # meanwhile), so it is written now
             try:
                 if state is None:
                     self.coordinator.initialize(group_id, topic_id, index, state_epoch, -1)
