@@ -369,3 +369,49 @@ def test_locks_of_a_stalled_member_run_out_and_another_member_gets_the_records(o
     finally:
         other.close()
         stalled.close()
+
+
+def test_share_coordinator_rpcs(odradek_broker_factory):
+    """Initialize/Write/Read/ReadSummary/Delete ShareGroupState on the wire, and the state
+    written through them read back after a restart."""
+    from odradek.tools.client import KafkaClient
+    from odradek.wire.errors import ErrorCode
+    from odradek.wire.primitives import Uuid
+    from odradek.wire.protocol import request_class
+
+    broker = odradek_broker_factory()
+    tid = Uuid(bytes(range(1, 17)))
+
+    def call(key: int, **body):
+        with KafkaClient(broker.bootstrap) as client:
+            return client.send(key, request_class(key)(**body))
+
+    Init, W, R, S, D = (request_class(k) for k in (83, 85, 84, 87, 86))
+    init = call(83, group_id="g", topics=[Init.InitializeStateData(topic_id=tid, partitions=[
+        Init.PartitionData(partition=0, state_epoch=1, start_offset=10)])])
+    assert init.results[0].partitions[0].error_code == 0
+    write = call(85, group_id="g", topics=[W.WriteStateData(topic_id=tid, partitions=[W.PartitionData(
+        partition=0, state_epoch=1, leader_epoch=3, start_offset=12, delivery_complete_count=1,
+        state_batches=[W.StateBatch(first_offset=12, last_offset=14, delivery_state=0, delivery_count=2),
+                       W.StateBatch(first_offset=15, last_offset=15, delivery_state=2, delivery_count=1)])])])
+    assert write.results[0].partitions[0].error_code == 0
+    stale = call(85, group_id="g", topics=[W.WriteStateData(topic_id=tid, partitions=[W.PartitionData(
+        partition=0, state_epoch=0, leader_epoch=3, start_offset=12, state_batches=[])])])
+    assert stale.results[0].partitions[0].error_code == ErrorCode.FENCED_STATE_EPOCH
+    broker.restart()
+    read = call(84, group_id="g", topics=[R.ReadStateData(topic_id=tid, partitions=[
+        R.PartitionData(partition=0, leader_epoch=3)])])
+    p = read.results[0].partitions[0]
+    assert (p.error_code, p.state_epoch, p.start_offset) == (0, 1, 12)
+    assert [(b.first_offset, b.last_offset, b.delivery_state, b.delivery_count) for b in p.state_batches] == \
+        [(12, 14, 0, 2), (15, 15, 2, 1)]
+    summary = call(87, group_id="g", topics=[S.ReadStateSummaryData(topic_id=tid, partitions=[
+        S.PartitionData(partition=0, leader_epoch=3)])])
+    p = summary.results[0].partitions[0]
+    assert (p.error_code, p.leader_epoch, p.start_offset, p.delivery_complete_count) == (0, 3, 12, 1)
+    deleted = call(86, group_id="g", topics=[D.DeleteStateData(topic_id=tid, partitions=[D.PartitionData(partition=0)])])
+    assert deleted.results[0].partitions[0].error_code == 0
+    broker.restart()
+    read = call(84, group_id="g", topics=[R.ReadStateData(topic_id=tid, partitions=[
+        R.PartitionData(partition=0, leader_epoch=3)])])
+    assert read.results[0].partitions[0].start_offset == -1

@@ -93,6 +93,7 @@ _HANDLER_MODULES = (
     "telemetry",
     "share_groups",
     "share_fetch",
+    "share_state",
 )
 
 
