@@ -38,7 +38,6 @@ FINALIZED_FEATURES: list[tuple[str, int]] = [
 
 _OLD_VERSIONS = ("Odradek still serves the older versions Kafka 3.9 served, which Kafka 4.0 removed "
                  "(KIP-896), so that clients of those releases keep working")
-_SHARE = "share groups (KIP-932) have an issue of their own"
 _STREAMS = "streams groups (KIP-1071) have an issue of their own"
 _CLUSTER = "between brokers and controllers: comes with the cluster issue"
 _PLANNED = "not served yet (issue #23)"
@@ -53,8 +52,6 @@ DIFFERENCES: dict[int, str] = {
     94: _CLUSTER,
     49: _PLANNED,
     71: _TELEMETRY, 72: _TELEMETRY,
-    76: _SHARE, 77: _SHARE, 78: _SHARE, 79: _SHARE, 83: _SHARE, 84: _SHARE, 85: _SHARE, 86: _SHARE, 87: _SHARE,
-    90: _SHARE, 91: _SHARE, 92: _SHARE,
     88: _STREAMS, 89: _STREAMS, 93: _STREAMS,
 }
 
