@@ -24,6 +24,9 @@ log = logging.getLogger(__name__)
 GROUP_RESOURCE = 32  # ConfigResource.Type.GROUP
 INITIAL_EPOCH, FINAL_EPOCH = 0, -1
 PartitionKey = tuple[Any, int]  # topic id, partition
+#: Most bytes one acquisition reads from a log (at least one batch): a fetch asks for 50 MB by
+#: default but takes max.poll.records (500) records, and the read is on the event loop
+READ_CHUNK = 1 << 20
 
 
 @dataclass
@@ -213,7 +216,7 @@ class SharePartitionManager:
         max_locks = self.setting(group_id, "group.share.partition.max.record.locks")
         before = sp.start_offset
         got = sp.acquire(member_id, max_records, now, lock_s, max_locks, hw,
-                         lambda offset: read_batches(plog, offset, max_bytes, hw))
+                         lambda offset: read_batches(plog, offset, min(max_bytes, READ_CHUNK), hw))
         if sp.start_offset != before:
             self.persist(sp)  # transaction markers archived at the start of the window
         return got
