@@ -330,8 +330,9 @@ class ClientMetricsManager:
         if inst is None or inst.subscription_version < self.version:
             fresh = self._new_instance(instance_id, inst.attributes if inst is not None else attributes)
             if inst is not None:
-                fresh.last_get_ms, fresh.last_push_ms, fresh.samples = inst.last_get_ms, inst.last_push_ms, inst.samples
-                fresh.terminating, fresh.last_error = inst.terminating, inst.last_error
+                # Kafka makes a new instance (request times and state start afresh); the metrics
+                # it pushed stay on the endpoint
+                fresh.samples = inst.samples
             with self.lock:
                 self.instances[instance_id] = fresh
             inst = fresh

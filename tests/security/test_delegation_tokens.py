@@ -247,3 +247,17 @@ def test_scram_login_with_a_token(tmp_path: Path) -> None:
     assert _scram_login(broker, "SCRAM-SHA-256", r.token_id, password, ",tokenauth=true")[0] == \
         ErrorCode.SASL_AUTHENTICATION_FAILED
     broker.metadata_store.close()
+
+
+def test_the_secret_is_sensitive_in_describe_configs(tmp_path: Path) -> None:
+    clock = Clock()
+    broker = _broker(tmp_path, clock)
+    broker.node_id = 1
+    cls = request_class(32)
+    r = call(broker, 32, 4, resources=[cls.DescribeConfigsResource(
+        resource_type=4, resource_name="1", configuration_keys=["delegation.token.secret.key",
+                                                                "delegation.token.max.lifetime.ms"])],
+        include_synonyms=False, include_documentation=False)
+    assert sorted((c.name, c.value, c.is_sensitive) for c in r.results[0].configs) == [
+        ("delegation.token.max.lifetime.ms", "604800000", False), ("delegation.token.secret.key", None, True)]
+    broker.metadata_store.close()

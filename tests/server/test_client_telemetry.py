@@ -170,3 +170,22 @@ def test_subscription_push_and_prometheus(tmp_path: Path) -> None:
     clock.now += 61000
     assert "org_apache_kafka_producer" not in generate_latest(registry).decode()
     broker.metadata_store.close()
+
+
+def test_a_changed_subscription_is_a_new_one(tmp_path: Path) -> None:
+    clock = Clock()
+    broker = _broker(tmp_path, clock)
+    assert alter(broker, "all", ("metrics", 0, "*"), ("interval.ms", 0, "1000")) == (0, None)
+    r = call(broker, 71, 0, client_instance_id=ZERO)
+    assert (r.requested_metrics, r.push_interval_ms) == (["*"], 1000)
+    instance, first = r.client_instance_id, r.subscription_id
+    assert alter(broker, "all", ("interval.ms", 0, "2000")) == (0, None)
+    # the next push learns that its subscription is gone; asking again gives the new one
+    clock.now += 10
+    assert call(broker, 72, 0, client_instance_id=instance, subscription_id=first, terminating=False,
+                compression_type=0, metrics=b"").error_code == ErrorCode.UNKNOWN_SUBSCRIPTION_ID
+    clock.now += 2000
+    r = call(broker, 71, 0, client_instance_id=instance)
+    assert (r.error_code, r.client_instance_id, r.push_interval_ms) == (0, instance, 2000)
+    assert r.subscription_id == subscription_id(["*"], 2000, instance) != first
+    broker.metadata_store.close()
