@@ -415,3 +415,55 @@ def test_share_coordinator_rpcs(odradek_broker_factory):
     read = call(84, group_id="g", topics=[R.ReadStateData(topic_id=tid, partitions=[
         R.PartitionData(partition=0, leader_epoch=3)])])
     assert read.results[0].partitions[0].start_offset == -1
+
+
+CONFIG_COMMAND = "org.apache.kafka.tools.ConfigCommand"  # kafka-configs.sh in Kafka 4.4
+
+
+def _earliest_group(bootstrap: str) -> tuple[str, str, int]:
+    """kafka-configs.sh sets share.auto.offset.reset=earliest on a group and describes it; a share
+    consumer that joins after 30 records were produced then gets all 30."""
+    from confluent_kafka import Producer, ShareConsumer
+    from confluent_kafka.admin import AdminClient, NewTopic
+
+    for f in AdminClient({"bootstrap.servers": bootstrap}).create_topics([NewTopic("cfg", 1, 1)]).values():
+        f.result(30)
+    alter = run_java_tool(CONFIG_COMMAND, ["--bootstrap-server", bootstrap, "--alter", "--entity-type", "groups",
+                                           "--entity-name", "cfg-group", "--add-config",
+                                           "share.auto.offset.reset=earliest,share.delivery.count.limit=3"],
+                          version=KAFKA_4_4)
+    bad = run_java_tool(CONFIG_COMMAND, ["--bootstrap-server", bootstrap, "--alter", "--entity-type", "groups",
+                                         "--entity-name", "cfg-group", "--add-config", "share.no.such.config=1"],
+                        version=KAFKA_4_4)
+    describe = run_java_tool(CONFIG_COMMAND, ["--bootstrap-server", bootstrap, "--describe", "--entity-type",
+                                              "groups", "--entity-name", "cfg-group"], version=KAFKA_4_4)
+    producer = Producer({"bootstrap.servers": bootstrap})
+    for i in range(30):
+        producer.produce("cfg", value=f"c-{i}".encode())
+    producer.flush(30)
+    consumer = ShareConsumer({"bootstrap.servers": bootstrap, "group.id": "cfg-group"})
+    consumer.subscribe(["cfg"])
+    got = set()
+    deadline = time.monotonic() + 30
+    try:
+        while len(got) < 30 and time.monotonic() < deadline:
+            got.update(m.offset() for m in consumer.poll(0.5) if m.error() is None)
+    finally:
+        consumer.close()
+    return alter.stdout + alter.stderr, describe.stdout, bad.returncode, len(got)
+
+
+def test_group_configs_with_kafka_configs_tool(odradek_broker_factory, kafka_broker_factory):
+    """Group configs (GROUP resources) set and described with Kafka's kafka-configs.sh, on Odradek
+    and on Kafka 4.4.0; share.auto.offset.reset=earliest takes effect for a new share group."""
+    require_tool(f"kafka-{KAFKA_4_4}")
+    odradek = odradek_broker_factory()
+    o_alter, o_describe, o_bad, o_got = _earliest_group(odradek.bootstrap)
+    odradek.stop()
+    kafka = kafka_broker_factory(version=KAFKA_4_4)
+    k_alter, k_describe, k_bad, k_got = _earliest_group(kafka.bootstrap)
+    kafka.stop()
+    assert o_got == k_got == 30
+    assert o_alter == k_alter
+    assert o_bad == k_bad != 0
+    assert _normalized(o_describe) == _normalized(k_describe), (o_describe, k_describe)

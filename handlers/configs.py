@@ -15,7 +15,15 @@ from ..config import BROKER_CONFIGS, format_config_value
 from ..config import parse_bool as _bool
 from ..config import parse_long as _long
 from ..logstore.config import BROKER_CONFIG_NAMES, TOPIC_CONFIG_NAMES
-from ..security.acl import CLUSTER_NAME, OP_ALTER_CONFIGS, OP_DESCRIBE_CONFIGS, RT_CLUSTER, RT_TOPIC, permits
+from ..security.acl import (
+    CLUSTER_NAME,
+    OP_ALTER_CONFIGS,
+    OP_DESCRIBE_CONFIGS,
+    RT_CLUSTER,
+    RT_GROUP,
+    RT_TOPIC,
+    permits,
+)
 from ..wire.errors import ErrorCode
 from ..wire.protocol import response_class, supported_versions
 from .registry import RequestContext, handles
@@ -37,6 +45,7 @@ RESOURCE_TOPIC = 2
 RESOURCE_BROKER = 4
 RESOURCE_BROKER_LOGGER = 8
 RESOURCE_CLIENT_METRICS = 16  # KIP-714 subscriptions: odradek.client_telemetry
+RESOURCE_GROUP = 32  # group configs (KIP-848/KIP-932): odradek.group_coordinator.share_group_configs
 
 # DescribeConfigsResponse.ConfigSource
 SOURCE_DYNAMIC_TOPIC = 1
@@ -252,6 +261,9 @@ def _refused(ctx: RequestContext, resource, operation: int) -> tuple[ErrorCode, 
     elif resource.resource_type in (RESOURCE_BROKER, RESOURCE_BROKER_LOGGER, RESOURCE_CLIENT_METRICS):
         if not allowed(operation, RT_CLUSTER, CLUSTER_NAME):
             return ErrorCode.CLUSTER_AUTHORIZATION_FAILED, "Cluster authorization failed."
+    elif resource.resource_type == RESOURCE_GROUP:
+        if not allowed(operation, RT_GROUP, resource.resource_name):
+            return ErrorCode.GROUP_AUTHORIZATION_FAILED, "Group authorization failed."
     return None
 
 
@@ -277,6 +289,12 @@ async def handle_describe_configs(ctx: RequestContext, header, request) -> objec
             results.append(describe_client_metrics(ctx.broker, resource, version, bool(request.include_synonyms),
                                                    bool(getattr(request, "include_documentation", False)),
                                                    DescribeConfigsResponse))
+        elif resource.resource_type == RESOURCE_GROUP:
+            from ..group_coordinator.share_group_configs import describe_group_configs  # noqa: PLC0415
+
+            results.append(describe_group_configs(ctx.broker, resource, version, bool(request.include_synonyms),
+                                                  bool(getattr(request, "include_documentation", False)),
+                                                  DescribeConfigsResponse))
         else:
             results.append(DescribeConfigsResponse.DescribeConfigsResult(
                 error_code=int(ErrorCode.INVALID_REQUEST),
@@ -309,6 +327,10 @@ def _alter(ctx: RequestContext, resource, validate_only: bool, compute: Callable
         from ..client_telemetry import alter_client_metrics  # noqa: PLC0415
 
         return alter_client_metrics(ctx.broker, resource, validate_only, compute)
+    if resource.resource_type == RESOURCE_GROUP:
+        from ..group_coordinator.share_group_configs import alter_group_configs  # noqa: PLC0415
+
+        return alter_group_configs(ctx.broker, resource, validate_only, compute)
     if resource.resource_type != RESOURCE_TOPIC:
         return ErrorCode.INVALID_REQUEST, f"Unsupported resource type {resource.resource_type}"
     meta = ctx.broker.metadata

@@ -44,6 +44,7 @@ DEFAULTS = {
 GROUP_OVERRIDES = {
     "share.record.lock.duration.ms": "group.share.record.lock.duration.ms",
     "share.delivery.count.limit": "group.share.delivery.count.limit",
+    "share.partition.max.record.locks": "group.share.partition.max.record.locks",
 }
 
 

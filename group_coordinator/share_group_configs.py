@@ -1,0 +1,158 @@
+"""Group configs (ConfigResource type GROUP, KIP-848/KIP-932): IncrementalAlterConfigs and
+DescribeConfigs of a group's settings, stored as ConfigRecords in the metadata log like Kafka 4.4.
+
+The share-partitions read a group's share.* settings from the metadata image
+(:meth:`odradek.share_coordinator.partition_manager.SharePartitionManager.setting`); a group
+without a setting takes the broker's (``group.share.*``), else Kafka's default.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+from ..wire.errors import ErrorCode
+
+log = logging.getLogger(__name__)
+
+GROUP = 32
+SOURCE_DEFAULT, SOURCE_GROUP_CONFIG = 5, 8  # DescribeConfigs ConfigSource
+BOOLEAN, STRING, INT = 1, 2, 3  # DescribeConfigs ConfigType
+
+
+@dataclass(frozen=True)
+class GroupConfigDef:
+    """A group config: its type, default (the broker setting it falls back to, else a value)
+    and the values it takes."""
+
+    config_type: int
+    broker_key: str | None
+    default: str
+    check: Callable[[str], bool]
+
+
+def _int_between(lo: int, hi: int) -> Callable[[str], bool]:
+    def check(value: str) -> bool:
+        try:
+            return lo <= int(value) <= hi
+        except ValueError:
+            return False
+    return check
+
+
+def _one_of(*choices: str) -> Callable[[str], bool]:
+    return lambda value: value.strip().lower() in choices
+
+
+def _reset(value: str) -> bool:
+    v = value.strip().lower()
+    return v in ("earliest", "latest") or v.startswith("by_duration:")
+
+
+def _any_int(value: str) -> bool:
+    try:
+        int(value)
+        return True
+    except ValueError:
+        return False
+
+
+#: The group configs Kafka 4.4's GroupConfig knows that Odradek checks and applies or keeps.
+CONFIGS: dict[str, GroupConfigDef] = {
+    "consumer.session.timeout.ms": GroupConfigDef(INT, "group.consumer.session.timeout.ms", "45000",
+                                                  _int_between(45000, 60000)),
+    "consumer.heartbeat.interval.ms": GroupConfigDef(INT, "group.consumer.heartbeat.interval.ms", "5000",
+                                                     _int_between(5000, 15000)),
+    "share.session.timeout.ms": GroupConfigDef(INT, "group.share.session.timeout.ms", "45000",
+                                               _int_between(45000, 60000)),
+    "share.heartbeat.interval.ms": GroupConfigDef(INT, "group.share.heartbeat.interval.ms", "5000",
+                                                  _int_between(5000, 15000)),
+    "share.record.lock.duration.ms": GroupConfigDef(INT, "group.share.record.lock.duration.ms", "30000",
+                                                    _int_between(1000, 3600000)),
+    "share.delivery.count.limit": GroupConfigDef(INT, "group.share.delivery.count.limit", "5", _int_between(2, 10)),
+    "share.partition.max.record.locks": GroupConfigDef(INT, "group.share.partition.max.record.locks", "2000",
+                                                       _int_between(100, 10000)),
+    "share.auto.offset.reset": GroupConfigDef(STRING, None, "latest", _reset),
+    "share.isolation.level": GroupConfigDef(STRING, None, "read_uncommitted",
+                                            _one_of("read_committed", "read_uncommitted")),
+    "share.renew.acknowledge.enable": GroupConfigDef(BOOLEAN, None, "true", _one_of("true", "false")),
+    "errors.deadletterqueue.topic.name": GroupConfigDef(STRING, None, "", lambda v: True),
+    "errors.deadletterqueue.copy.record.enable": GroupConfigDef(BOOLEAN, None, "false", _one_of("true", "false")),
+    "streams.session.timeout.ms": GroupConfigDef(INT, "group.streams.session.timeout.ms", "45000", _any_int),
+    "streams.heartbeat.interval.ms": GroupConfigDef(INT, "group.streams.heartbeat.interval.ms", "5000", _any_int),
+    "streams.num.standby.replicas": GroupConfigDef(INT, "group.streams.num.standby.replicas", "0", _any_int),
+}
+
+
+def group_configs(broker: Any) -> dict[str, dict[str, str]]:
+    """Every group with configs: group id -> its configs (from the metadata image)."""
+    store = getattr(broker, "metadata_store", None)
+    configs = store.image.configs if store is not None else {}
+    return {name: dict(values) for (rtype, name), values in configs.items() if rtype == GROUP}
+
+
+def _default(broker: Any, spec: GroupConfigDef) -> str:
+    raw = getattr(getattr(broker, "config", None), "raw", {}) or {}
+    if spec.broker_key is not None and spec.broker_key in raw:
+        return str(raw[spec.broker_key])
+    return spec.default
+
+
+def alter_group_configs(broker: Any, resource: Any, validate_only: bool,
+                        compute: Callable[[dict[str, str]], dict[str, str]]) -> tuple[ErrorCode, str | None]:
+    """Apply an (incremental) alteration of one group's configs, written as ConfigRecords."""
+    from ..kraft.records import new_record  # noqa: PLC0415 - metadata records only on a change
+
+    name = resource.resource_name
+    if not name:
+        return ErrorCode.INVALID_REQUEST, "Group name must not be empty"
+    current = group_configs(broker).get(name, {})
+    try:
+        new = {k: v for k, v in compute(dict(current)).items() if v is not None}
+    except Exception as exc:  # an invalid APPEND/SUBTRACT: no group config is a list
+        return ErrorCode.INVALID_CONFIG, str(exc)
+    for key, value in new.items():
+        spec = CONFIGS.get(key)
+        if spec is None:
+            return ErrorCode.INVALID_CONFIG, f"Unknown group config name: {key}"
+        if not spec.check(value):
+            return ErrorCode.INVALID_CONFIG, f"Invalid value {value} for configuration {key}"
+    if validate_only:
+        return ErrorCode.NONE, None
+    records = [("ConfigRecord", new_record("ConfigRecord", resource_type=GROUP, resource_name=name, name=key,
+                                           value=new.get(key)))
+               for key in sorted(set(current) | set(new)) if current.get(key) != new.get(key)]
+    if records:
+        store = getattr(broker, "metadata_store", None)
+        if store is None or getattr(store, "log", None) is None:
+            return ErrorCode.UNKNOWN_SERVER_ERROR, "no metadata log to store group configs in"
+        store.append_records(records)
+        log.info("Group %s configs: %s", name, new or "removed")
+    return ErrorCode.NONE, None
+
+
+def describe_group_configs(broker: Any, resource: Any, version: int, include_synonyms: bool,
+                           include_docs: bool, result_cls: Any) -> Any:
+    """The DescribeConfigsResult of one group: every group config, set ones as GROUP_CONFIG."""
+    Entry = result_cls.DescribeConfigsResourceResult
+    Synonym = result_cls.DescribeConfigsSynonym
+    name = resource.resource_name
+    values = group_configs(broker).get(name, {})
+    wanted = set(resource.configuration_keys) if resource.configuration_keys else None
+    entries = []
+    for key in sorted(CONFIGS):
+        spec = CONFIGS[key]
+        if wanted is not None and key not in wanted:
+            continue
+        dynamic = key in values
+        value = values[key] if dynamic else _default(broker, spec)
+        source = SOURCE_GROUP_CONFIG if dynamic else SOURCE_DEFAULT
+        entries.append(Entry(
+            name=key, value=value, read_only=False, is_default=not dynamic and version == 0, config_source=source,
+            is_sensitive=False,
+            synonyms=[Synonym(name=key, value=value, source=source)] if dynamic and include_synonyms else [],
+            config_type=spec.config_type if version >= 3 else 0, documentation=None))
+    return result_cls.DescribeConfigsResult(error_code=0, error_message="", resource_type=GROUP,
+                                            resource_name=name, configs=entries)
