@@ -135,8 +135,7 @@ class SharePartitionManager:
             self.coordinator.load()
         state = self.coordinator.read(group_id, topic_id, index)
         if state is None or state.start_offset < 0:
-            reset = str(self.setting(group_id, "share.auto.offset.reset")).strip().lower()
-            start = plog.log_start_offset if reset == "earliest" else plog.high_watermark
+            start = reset_offset(plog, str(self.setting(group_id, "share.auto.offset.reset")))
             state_epoch = state.state_epoch if state is not None else 0
             # Kafka writes the start offset only with the first acknowledgement; a restart before
             # that would resolve share.auto.offset.reset again (latest: past records produced
@@ -224,3 +223,33 @@ class SharePartitionManager:
     def next_deadline(self, keys: list[tuple[str, Any, int]]) -> float:
         """The earliest lock deadline among these share-partitions (when a wait must end)."""
         return min((self.partitions[k].next_deadline for k in keys if k in self.partitions), default=float("inf"))
+
+
+def reset_offset(plog: Any, strategy: str) -> int:
+    """Where a share-partition without state starts (share.auto.offset.reset): the log start
+    (earliest), the high watermark (latest), or the first record at or after now minus an ISO-8601
+    duration (``by_duration:PT1H``), the high watermark if there is none."""
+    import time  # noqa: PLC0415
+
+    value = strategy.strip().lower()
+    if value == "earliest":
+        return plog.log_start_offset
+    if value.startswith("by_duration:"):
+        seconds = iso_duration_seconds(value.split(":", 1)[1])
+        if seconds is not None:
+            found = plog.fetch_offset_by_timestamp(int((time.time() - seconds) * 1000))
+            if found is not None:
+                return min(max(found.offset, plog.log_start_offset), plog.high_watermark)
+    return plog.high_watermark
+
+
+def iso_duration_seconds(text: str) -> float | None:
+    """Seconds of a java.time.Duration text (PnDTnHnMn.nS), None if it is not one."""
+    import re  # noqa: PLC0415
+
+    m = re.fullmatch(r"p(?:(\d+)d)?(?:t(?:(\d+)h)?(?:(\d+)m)?(?:(\d+(?:\.\d+)?)s)?)?", text.strip().lower())
+    if m is None or text.strip().lower() in ("p", "pt"):
+        return None
+    d, h, mi, s = (float(g) if g else 0.0 for g in m.groups())
+    return d * 86400 + h * 3600 + mi * 60 + s
+

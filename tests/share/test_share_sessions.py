@@ -39,3 +39,21 @@ def test_epochs_open_continue_and_close():
 def test_epoch_wraps_to_one():
     assert next_epoch(5) == 6
     assert next_epoch(2**31 - 1) == 1
+
+
+def test_reset_strategies():
+    from odradek.share_coordinator.partition_manager import iso_duration_seconds, reset_offset
+
+    class _Log:
+        log_start_offset, high_watermark = 5, 50
+
+        def fetch_offset_by_timestamp(self, ts):
+            class Found:
+                offset = 20
+            return Found() if ts > 0 else None
+
+    assert reset_offset(_Log(), "earliest") == 5
+    assert reset_offset(_Log(), "latest") == 50
+    assert reset_offset(_Log(), "by_duration:PT1H") == 20
+    assert reset_offset(_Log(), "by_duration:nonsense") == 50
+    assert iso_duration_seconds("P1DT2H3M4.5S") == 93784.5 and iso_duration_seconds("PT") is None
