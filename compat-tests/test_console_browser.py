@@ -479,3 +479,35 @@ def test_share_group_page(console: str, browser: object, broker: BrokerProcess, 
             consumer.wait()
         out.close()
         admin.delete_topics([topic])
+
+
+@pytest.mark.parametrize("kind", ["odradek", pytest.param("kafka", marks=pytest.mark.oracle)])
+def test_acls_page_lists_the_bindings(broker_factory: Callable[..., BrokerProcess], browser: object,
+                                      tmp_path: Path, kind: str) -> None:
+    """With an authorizer on, the page lists the ACL bindings (made with CreateAcls) as Kafka names them."""
+    from odradek.tools.client import KafkaClient, check
+    from odradek.wire.protocol import request_class
+
+    overrides = {"authorizer.class.name": "org.apache.kafka.metadata.authorizer.StandardAuthorizer",
+                 "super.users": "User:ANONYMOUS"}  # the PLAINTEXT listeners' principal (the console's too)
+    kwargs: dict[str, object] = {"version": KAFKA_4_4} if kind == "kafka" else {}
+    broker = broker_factory(kind, overrides=overrides, **kwargs)
+    cls = request_class(30)
+    with KafkaClient(broker.bootstrap) as client:
+        response = client.send(30, cls(creations=[
+            cls.AclCreation(resource_type=2, resource_name="orders", resource_pattern_type=3, principal="User:alice",
+                            host="*", operation=3, permission_type=3),
+            cls.AclCreation(resource_type=3, resource_name="billing-", resource_pattern_type=4,
+                            principal="User:bob", host="10.0.0.1", operation=8, permission_type=2),
+        ]))
+        for result in response.results:
+            check(result.error_code, result.error_message)
+    with running_console(broker.bootstrap, tmp_path) as url:
+        browser.get(url + "/#/security")  # type: ignore[attr-defined]
+        rows = wait_for(lambda: [r.text for r in css(browser, "#acls tbody tr")
+                                 if "User:" in r.text] or None, "the ACL rows")
+        assert rows == ["GROUP billing- PREFIXED User:bob 10.0.0.1 DESCRIBE DENY",
+                        "TOPIC orders LITERAL User:alice * READ ALLOW"]
+        assert "null" not in browser.find_element("tag name", "main").text  # type: ignore[attr-defined]
+        if kind == "odradek":
+            shot(browser, broker, "acls")

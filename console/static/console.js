@@ -405,7 +405,7 @@ function lagPlot(history) {
 
 async function securityPage() {
   const [acls, quotas] = await Promise.all([api("/acls"), api("/quotas")]);
-  const note = r => r.error ? el("p", { class: "muted" }, r.error + (r.message ? ": " + r.message : "")) : null;
+  const note = r => r.error ? el("p", { class: "muted" }, r.error + (r.message ? ": " + r.message : "")) : "";
   page.replaceChildren(
     el("h1", {}, "ACLs and quotas ", el("span", { class: "muted" }, "(read-only)")),
     el("h2", {}, "ACLs"), note(acls),
