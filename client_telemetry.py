@@ -18,8 +18,8 @@
   Prometheus endpoint: the OTLP name with ``.`` as ``_`` (counters get ``_total``), labelled
   with ``client_instance_id``, ``client_id`` and the data point's attributes.
 
-A client's software name and version (from its ApiVersions request) are not known here, so a
-``match`` on them compares with an empty string.
+A client's software name and version come from its ApiVersions request (v3+) on the same
+connection; without one a ``match`` on them compares with an empty string.
 """
 
 from __future__ import annotations

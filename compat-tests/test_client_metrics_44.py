@@ -191,8 +191,13 @@ def test_java_client_pushes_metrics_to_prometheus(brokers, tmp_path: Path) -> No
     odradek = brokers["odradek"]
     metrics_port = int(odradek.overrides["odradek.metrics.port"])
     with connect(odradek) as conn:
-        assert _alter(conn, "push-all", ("metrics", SET, "org.apache.kafka.producer."),
-                      ("interval.ms", SET, "1000")) == [(0, None)]
+        # only this subscription (the other tests' ones removed), matched on what the Java client's
+        # ApiVersions request says it is, as Kafka's docs suggest
+        for name, _ in _list(conn, 1, [CLIENT_METRICS])[1]:
+            assert _alter(conn, name, *((key, DELETE, None) for key in ("metrics", "interval.ms", "match"))) == [
+                (0, None)]
+        assert _alter(conn, "push-java", ("metrics", SET, "org.apache.kafka.producer."), ("interval.ms", SET, "1000"),
+                      ("match", SET, "client_software_name=apache-kafka-java")) == [(0, None)]
     config = tmp_path / "producer.properties"
     config.write_text("enable.metrics.push=true\nclient.id=telemetry-test\n")
     values = "\n".join(f"v{i}" for i in range(20)) + "\n"

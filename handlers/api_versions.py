@@ -103,6 +103,9 @@ async def handle_api_versions(ctx: RequestContext, header, request) -> object:
     version = header.api_version
     if _invalid(version, request):
         return api_versions_body(version, ErrorCode.INVALID_REQUEST)
+    if version >= 3 and ctx.session is not None:
+        # the connection's client software (Kafka's ClientInformation), which KIP-714 subscriptions match on
+        ctx.session.client_software = (request.client_software_name, request.client_software_version)
     broker = ctx.broker
     if version >= 5 and request.cluster_id is not None and (
             request.cluster_id != broker.cluster_id or request.node_id != broker.node_id):

@@ -39,8 +39,10 @@ _ONE = Uuid(b"\0" * 15 + b"\x01")  # Kafka's Uuid.METADATA_TOPIC_ID, reserved li
 
 def _attributes(ctx: RequestContext, header: Any, instance_id: Uuid) -> dict[str, str]:
     address, _, port = ctx.peer.rpartition(":")
+    # what the client's ApiVersions request said it is (handlers/api_versions.py keeps it)
+    software, software_version = getattr(ctx.session, "client_software", None) or ("", "")
     return {"client_instance_id": instance_id.to_base64(), "client_id": getattr(header, "client_id", None) or "",
-            "client_software_name": "", "client_software_version": "",
+            "client_software_name": software or "", "client_software_version": software_version or "",
             "client_source_address": address.strip("[]"), "client_source_port": port}
 
 

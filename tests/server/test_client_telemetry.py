@@ -46,11 +46,13 @@ def _broker(path: Path, clock: Clock) -> Any:
     return broker
 
 
-def call(broker: Any, api_key: int, version: int, client_id: str = "cm-test", **fields: Any) -> Any:
+def call(broker: Any, api_key: int, version: int, client_id: str = "cm-test", session: Session | None = None,
+         **fields: Any) -> Any:
     async def run() -> Any:
         body = request_class(api_key)(**fields)
         frame = join_pieces(encode_request(version, 7, body, client_id=client_id))[4:]
-        session = Session("PLAINTEXT", "PLAINTEXT", peer="127.0.0.1:5555")
+        nonlocal session
+        session = session or Session("PLAINTEXT", "PLAINTEXT", peer="127.0.0.1:5555")
         ctx = RequestContext(broker=broker, peer="127.0.0.1:5555", listener_name="PLAINTEXT", session=session)
         pieces = await dispatch(ctx, memoryview(bytearray(frame)))
         return decode_response(join_pieces(pieces)[4:], api_key, version)[1]
@@ -188,4 +190,20 @@ def test_a_changed_subscription_is_a_new_one(tmp_path: Path) -> None:
     r = call(broker, 71, 0, client_instance_id=instance)
     assert (r.error_code, r.client_instance_id, r.push_interval_ms) == (0, instance, 2000)
     assert r.subscription_id == subscription_id(["*"], 2000, instance) != first
+    broker.metadata_store.close()
+
+
+def test_match_on_the_client_software_of_the_connection(tmp_path: Path) -> None:
+    broker = _broker(tmp_path, Clock())
+    broker.cluster_id = "c"
+    assert alter(broker, "java", ("metrics", 0, "org.apache.kafka."), ("interval.ms", 0, "1000"),
+                 ("match", 0, "client_software_name=apache-kafka-java,client_software_version=4\\..*")) == (0, None)
+    java = Session("PLAINTEXT", "PLAINTEXT", peer="127.0.0.1:5555")
+    assert call(broker, 18, 3, session=java, client_software_name="apache-kafka-java",
+                client_software_version="4.4.0").error_code == 0
+    assert call(broker, 71, 0, session=java, client_instance_id=ZERO).requested_metrics == ["org.apache.kafka."]
+    other = Session("PLAINTEXT", "PLAINTEXT", peer="127.0.0.1:5556")
+    assert call(broker, 18, 3, session=other, client_software_name="librdkafka",
+                client_software_version="2.5.0").error_code == 0
+    assert call(broker, 71, 0, session=other, client_instance_id=ZERO).requested_metrics == []
     broker.metadata_store.close()
