@@ -39,6 +39,7 @@ DEFAULTS = {
     "group.share.delivery.count.limit": 5,
     "group.share.partition.max.record.locks": 2000,
     "share.auto.offset.reset": "latest",
+    "share.isolation.level": "read_uncommitted",
 }
 #: group config -> the broker setting it overrides
 GROUP_OVERRIDES = {
@@ -171,11 +172,14 @@ class SharePartition:
         return changed
 
     def acquire(self, member: str, max_records: int, now: float, lock_s: float, max_locks: int,
-                high_watermark: int, read: Callable[[int], bytes]) -> Acquired:
+                high_watermark: int, read: Callable[[int], bytes],
+                aborted: list[tuple[int, int]] | None = None) -> Acquired:
         """Acquire for `member` up to about `max_records` records (whole batches): first offsets
         of the window that are available again, then new ones from the log up to the high
         watermark, as long as at most `max_locks` records are locked at once. `read(offset)` gives the
-        log's batches from the one holding `offset`."""
+        log's batches from the one holding `offset`. With `aborted` (producer id, first offset of
+        an aborted transaction: share.isolation.level=read_committed, `high_watermark` then the
+        last stable offset) the records of aborted transactions are archived, never delivered."""
         fetch_from = next((o for o in range(self.start_offset, self.end_offset)
                            if self.window[o].state == AVAILABLE), self.end_offset)
         locked = self.locked()
@@ -188,14 +192,22 @@ class SharePartition:
         first_pos = last_end = -1
         deadline = now + lock_s
         full = False
+        pending = sorted(aborted or (), key=lambda a: a[1])
+        open_aborts: set[int] = set()  # producers inside an aborted transaction here
         for batch in iter_batches(buf):
             h = batch.header()
             base, last = h.base_offset, h.base_offset + h.last_offset_delta
+            while pending and pending[0][1] <= base:
+                open_aborts.add(pending.pop(0)[0])
+            control = bool(h.attributes & 0x20)
+            in_abort = bool(h.attributes & 0x10) and h.producer_id in open_aborts
+            if in_abort and control:
+                open_aborts.discard(h.producer_id)  # the abort marker ends it
             if last < fetch_from or last >= high_watermark and base >= high_watermark:
                 continue
             if len(acquired) >= max_records or full:
                 break
-            control = bool(h.attributes & 0x20)
+            control = control or in_abort
             took = False
             for offset in range(max(base, fetch_from), min(last, high_watermark - 1) + 1):
                 entry = self.window.get(offset)
@@ -210,7 +222,7 @@ class SharePartition:
                 if entry.state != AVAILABLE:
                     continue
                 if control:
-                    entry.state = ARCHIVED  # transaction markers are never delivered
+                    entry.state = ARCHIVED  # transaction markers and aborted records are never delivered
                     self.dirty.add(offset)
                     continue
                 if locked >= max_locks:

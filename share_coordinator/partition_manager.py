@@ -70,7 +70,7 @@ class SharePartitionManager:
             return group[key]
         raw = getattr(self.broker.config, "raw", {}) or {}
         found = raw.get(key, DEFAULTS[key])
-        return found if key == "share.auto.offset.reset" else int(found)
+        return found if key in ("share.auto.offset.reset", "share.isolation.level") else int(found)
 
     # ---------------------------------------------------------------- sessions
 
@@ -209,13 +209,18 @@ class SharePartitionManager:
             self.persist(sp)
             sp.advance()
         hw = plog.high_watermark
+        aborted = None
+        if str(self.setting(group_id, "share.isolation.level")).strip().lower() == "read_committed":
+            hw = getattr(plog, "last_stable_offset", hw)
+            collect = getattr(plog, "collect_aborted_transactions", None)
+            aborted = collect(sp.start_offset, hw) if collect is not None else []
         if sp.start_offset < plog.log_start_offset:
             sp.reset_start(plog.log_start_offset)
         lock_s = self.setting(group_id, "group.share.record.lock.duration.ms") / 1000
         max_locks = self.setting(group_id, "group.share.partition.max.record.locks")
         before = sp.start_offset
         got = sp.acquire(member_id, max_records, now, lock_s, max_locks, hw,
-                         lambda offset: read_batches(plog, offset, min(max_bytes, READ_CHUNK), hw))
+                         lambda offset: read_batches(plog, offset, min(max_bytes, READ_CHUNK), hw), aborted)
         if sp.start_offset != before:
             self.persist(sp)  # transaction markers archived at the start of the window
         return got

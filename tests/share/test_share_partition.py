@@ -136,3 +136,27 @@ def test_release_member_and_reload_from_state_batches():
     got = _acquire(again, "b", data, 3)
     assert got.ranges == [(0, 0, 2), (2, 2, 2)]
     assert REJECT  # the constants are the wire values
+
+
+def test_read_committed_archives_aborted_transactions_and_markers():
+    from odradek.wire.records import ControlRecordType, build_end_txn_marker_batch
+
+    def txn(base: int, pid: int, n: int) -> bytes:
+        return bytes(build_batch([SimpleRecord(key=None, value=b"t", headers=(), timestamp=1) for _ in range(n)],
+                                 base_offset=base, producer_id=pid, producer_epoch=0, base_sequence=0,
+                                 is_transactional=True))
+
+    def marker(base: int, pid: int, kind) -> bytes:
+        return build_end_txn_marker_batch(kind, producer_id=pid, producer_epoch=0, coordinator_epoch=0,
+                                          timestamp=1, base_offset=base)
+
+    # pid 7 aborts offsets 0-1 (marker at 2); pid 8 commits 3-4 (marker at 5)
+    data = (txn(0, 7, 2) + marker(2, 7, ControlRecordType.ABORT) + txn(3, 8, 2)
+            + marker(5, 8, ControlRecordType.COMMIT))
+    sp = SharePartition("g", "t", 0, None, 0)
+    got = sp.acquire("a", 500, 0.0, 30.0, 2000, 6, _reader(data), aborted=[(7, 0)])
+    assert got.ranges == [(3, 4, 1)]
+    assert sp.start_offset == 3  # the aborted records and the marker are archived
+    # read_uncommitted: the aborted records are delivered too, markers never
+    sp = SharePartition("g", "t", 0, None, 0)
+    assert _acquire(sp, "a", data, 6).ranges == [(0, 1, 1), (3, 4, 1)]
