@@ -6,8 +6,8 @@
   Odradek restart it still prints the same (the quotas are ClientQuotaRecords in the metadata log);
 * the same raw AlterClientQuotas / DescribeClientQuotas requests, good and bad, get the same
   answers (error codes, messages, entries) from both;
-* a real client (confluent-kafka's producer, librdkafka) under a producer_byte_rate quota is
-  throttled by both: its throttle callback reports throttle_time_ms > 0.
+* real clients (confluent-kafka's producer and consumer, librdkafka) under a producer_byte_rate or
+  consumer_byte_rate quota are throttled by both: their throttle callbacks report throttle times > 0.
 """
 
 from __future__ import annotations
@@ -15,7 +15,7 @@ from __future__ import annotations
 import time
 
 import pytest
-from confluent_kafka import Producer
+from confluent_kafka import Consumer, Producer
 from kafka_oracle import BrokerProcess, require_tool, run_java_tool
 
 from odradek.tools.client import BrokerConnection
@@ -222,3 +222,39 @@ def test_a_producer_over_its_quota_is_throttled(brokers, kind: str) -> None:
     # librdkafka reports throttle_time (seconds as a float in confluent-kafka's ThrottleEvent)
     assert any(t > 0 for t in throttles), throttles
 
+
+
+def _throttled_consumer_run(broker: BrokerProcess, client_id: str) -> tuple[int, list[float]]:
+    """Write ~400 kB (no quota), then read it back as `client_id` (quota: 20 kB/s)."""
+    # batches of at most 20 kB: a batch larger than the quota span's bytes is returned whole (the first
+    # batch always is), so the consumer would be throttled for it again and again, on Kafka as here
+    producer = Producer({"bootstrap.servers": broker.bootstrap, "client.id": "unthrottled", "batch.size": 20000})
+    for i in range(40):
+        producer.produce("quota-consume", value=b"y" * 10000, key=str(i).encode())
+    assert producer.flush(30) == 0
+    code, _, err = configs(broker, "--alter", "--add-config", "consumer_byte_rate=20000", *CLIENTS,
+                           "--entity-name", client_id)
+    assert code == 0, err
+    time.sleep(0.5)
+    throttles: list[float] = []
+    consumer = Consumer({"bootstrap.servers": broker.bootstrap, "client.id": client_id, "group.id": client_id,
+                         "auto.offset.reset": "earliest", "enable.auto.commit": False,
+                         "throttle_cb": lambda event: throttles.append(event.throttle_time)})
+    read = 0
+    try:
+        consumer.subscribe(["quota-consume"])
+        deadline = time.monotonic() + 60
+        while read < 40 and time.monotonic() < deadline:
+            message = consumer.poll(0.5)
+            if message is not None and message.error() is None:
+                read += 1
+    finally:
+        consumer.close()
+    return read, throttles
+
+
+@pytest.mark.parametrize("kind", ["odradek", "kafka"])
+def test_a_consumer_over_its_quota_is_throttled(brokers, kind: str) -> None:
+    read, throttles = _throttled_consumer_run(brokers[kind], f"throttled-consumer-{kind}")
+    assert read >= 40, read
+    assert any(t > 0 for t in throttles), throttles
