@@ -88,6 +88,8 @@ BROKER_CONFIGS: dict[str, ConfigKey] = _keys(
     _k("controller.quorum.bootstrap.servers", _list, None,
        "host:port,... of controllers to find the quorum leader through (instead of controller.quorum.voters)."),
     _k("broker.heartbeat.interval.ms", _long, 2000, "How often a broker of a KRaft cluster heartbeats."),
+    _k("replica.lag.time.max.ms", _long, 30000,
+       "A follower that has not caught up with its leader's log end for this long leaves the ISR."),
     _k("broker.session.timeout.ms", _long, 9000,
        "On the controller of a cluster: how long a broker may go without heartbeat before it is fenced."),
     _k("broker.rack", _str, None, "The rack this broker registers with."),

@@ -26,8 +26,10 @@ from ..kraft.store import supported_feature_ranges
 from ..storage import inter_broker_listener, security_protocol_of
 from ..wire.protocol import request_class
 from .add_partitions_to_txn import AddPartitionsToTxnManager
+from .alter_partition import AlterPartitionManager
 from .forwarding import ForwardingManager
 from .metadata_cache import KRaftMetadataCache
+from .replica_fetcher import ReplicaFetcherManager
 from .replica_manager import ReplicaManager
 from .txn_markers import TransactionMarkerChannelManager
 
@@ -80,10 +82,22 @@ class BrokerRole:
         self.lifecycle: BrokerLifecycleManager | None = None
         self.forwarding = ForwardingManager(self.node_id, self.controller)
         self.caught_up = trio.Event()
+        self._nursery: trio.Nursery | None = None
+        self._creating_logs = False
         self.producer_ids = ControllerProducerIdManager(self)
         listener = inter_broker_listener(config)
         self.txn_markers = TransactionMarkerChannelManager(broker, listener)
         self.add_partitions = AddPartitionsToTxnManager(self.node_id, lambda: self.image, lambda: self.cache, listener)
+        # replication: the partitions this broker follows are fetched from their leaders; ISR
+        # changes of those it leads go to the controller
+        self.replica_manager.fetchers = ReplicaFetcherManager(
+            self.node_id, lambda: self.lifecycle.broker_epoch if self.lifecycle is not None else -1,
+            lambda broker_id: self._endpoint(broker_id, listener))
+        self.replica_manager.alter_partition = AlterPartitionManager(
+            self.node_id, self.forwarding.send_own,
+            lambda: self.lifecycle.broker_epoch if self.lifecycle is not None else -1,
+            lambda: self.image, self.replica_manager.maybe_increment_high_watermark)
+        self._max_lag_ms = int(config.get("replica.lag.time.max.ms"))
 
     def controller(self) -> QuorumNode | None:
         """Where the active controller is: the quorum leader the observer follows."""
@@ -118,6 +132,12 @@ class BrokerRole:
     async def run(self) -> None:
         assert self.observer is not None and self.lifecycle is not None
         async with trio.open_nursery() as nursery:
+            self._nursery = nursery
+            # from now on new partition logs are made off the event loop (_create_logs)
+            self.replica_manager.defer_log_creation = True
+            self.replica_manager.fetchers.start(nursery)
+            self.replica_manager.alter_partition.nursery = nursery
+            nursery.start_soon(self._shrink_isrs)
             nursery.start_soon(self.observer.run)
             nursery.start_soon(self._watch_catch_up)
             nursery.start_soon(self.lifecycle.run)
@@ -207,6 +227,9 @@ class BrokerRole:
         if not self.caught_up.is_set():
             return  # partitions follow the complete image, not the steps of a catch-up
         elected, resigned = self.replica_manager.apply(self.image)
+        if self.replica_manager.missing and not self._creating_logs and self._nursery is not None:
+            self._creating_logs = True
+            self._nursery.start_soon(self._create_logs)
         # Kafka's coordinators follow their internal partitions' leadership (onElection/onResignation)
         for name, topic in (("groups", OFFSETS_TOPIC), ("transactions", TRANSACTION_STATE_TOPIC)):
             coordinator = broker.coordinators.get(name)
@@ -218,6 +241,33 @@ class BrokerRole:
                 coordinator.on_resignation(gone)
             if new:
                 coordinator.on_election(new)
+
+    def _endpoint(self, broker_id: int, listener: str) -> tuple[str, int] | None:
+        for node in self.cache.alive_brokers(listener):
+            if node.node_id == broker_id:
+                return node.host, node.port
+        return None
+
+    async def _shrink_isrs(self) -> None:
+        """Kafka's isr-expiration task: every half replica.lag.time.max.ms, followers that fell behind
+        leave the ISR of the partitions this broker leads."""
+        while True:
+            await trio.sleep(self._max_lag_ms / 2000)
+            self.replica_manager.shrink_isrs(self._max_lag_ms)
+
+    async def _create_logs(self) -> None:
+        """Make the logs of newly led partitions in a worker thread, then lead them (Kafka's
+        makeLeaders creates them on its request-handler threads, not on a network thread)."""
+        try:
+            manager = self.replica_manager
+            while manager.missing:
+                wanted, counts = manager.take_missing()
+                with trio.CancelScope(shield=True):
+                    made = await trio.to_thread.run_sync(manager.make_logs, wanted, counts)
+                    manager.register(made)
+                self._publish()
+        finally:
+            self._creating_logs = False
 
     async def create_topic(self, name: str, partitions: int, configs: dict[str, str]) -> None:
         """Ask the active controller to create a topic (Kafka's AutoTopicCreationManager, for the

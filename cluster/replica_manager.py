@@ -14,12 +14,12 @@ hosts but does not lead is answered NOT_LEADER_OR_FOLLOWER and its log is kept a
 from __future__ import annotations
 
 import logging
-from dataclasses import dataclass, field
-from typing import TYPE_CHECKING
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
 
 from ..logstore.config import LogConfig
 from ..wire.errors import ErrorCode
-from ..wire.primitives import Uuid
+from .partition import Partition, ReplicaState, now_ms
 
 if TYPE_CHECKING:
     from ..broker import Broker
@@ -29,25 +29,6 @@ if TYPE_CHECKING:
 log = logging.getLogger(__name__)
 
 
-@dataclass
-class Partition:
-    """One partition as this broker knows it: its registration and, where hosted here, its log."""
-
-    topic: str
-    index: int
-    topic_id: Uuid
-    leader: int = -1
-    leader_epoch: int = -1
-    partition_epoch: int = -1
-    replicas: list[int] = field(default_factory=list)
-    isr: list[int] = field(default_factory=list)
-    log: PartitionLog | None = None
-
-    @property
-    def name(self) -> str:
-        return f"{self.topic}-{self.index}"
-
-
 class ReplicaManager:
     """The partitions of the cluster, and this broker's part in each."""
 
@@ -55,6 +36,15 @@ class ReplicaManager:
         self.broker = broker
         self.node_id = broker.node_id
         self.partitions: dict[tuple[str, int], Partition] = {}
+        #: led partitions whose logs do not exist yet: `create_missing_logs` makes them in a worker
+        #: thread (3-5 ms of file work and fsyncs each), then the next `apply` leads them
+        self.missing: dict[tuple[str, int], tuple[bytes, LogConfig]] = {}
+        #: False: make missing logs inside `apply`, on the caller's thread (no event loop to spare)
+        self.defer_log_creation = False
+        #: the follower side (cluster.replica_fetcher.ReplicaFetcherManager), set by the broker role
+        self.fetchers: Any = None
+        #: sends ISR changes to the controller (cluster.alter_partition.AlterPartitionManager)
+        self.alter_partition: Any = None
 
     # ------------------------------------------------------------------ queries
 
@@ -71,6 +61,48 @@ class ReplicaManager:
         if (topic, index) in self.partitions:
             return ErrorCode.NOT_LEADER_OR_FOLLOWER
         return ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
+
+    # ------------------------------------------------------------------ leader side of replication
+
+    def follower_fetch(self, topic: str, index: int, replica_id: int, fetch_offset: int) -> None:
+        """A follower fetched a partition this broker leads from `fetch_offset` (Kafka's
+        updateFollowerFetchState): its state, then the high watermark and the ISR."""
+        part = self.partitions.get((topic, index))
+        if part is None or part.leader != self.node_id or part.log is None:
+            return
+        if not part.update_follower_fetch_state(replica_id, fetch_offset, now_ms()):
+            return
+        self.maybe_increment_high_watermark(part)
+        expand = part.isr_to_expand()
+        if expand and self.alter_partition is not None:
+            self.alter_partition.submit(part, sorted(set(part.isr) | set(expand), key=part.replicas.index))
+
+    def maybe_increment_high_watermark(self, part: Partition) -> None:
+        hw = part.new_high_watermark()
+        if hw is None:
+            return
+        assert part.log is not None
+        part.log.high_watermark = hw
+        # acks=all produces and fetches waiting on this partition see the new high watermark
+        self.broker.notify_appended([(part.topic, part.index)])
+
+    def shrink_isrs(self, max_lag_ms: int) -> None:
+        """Kafka's maybeShrinkIsr, for every partition led here: followers that fell behind leave."""
+        if self.alter_partition is None:
+            return
+        now = now_ms()
+        for part in self.partitions.values():
+            if part.leader != self.node_id or not part.replicated:
+                continue
+            out = part.isr_to_shrink(now, max_lag_ms)
+            if out:
+                log.info("[Partition %s broker=%d] Shrinking ISR from %s: %s out of sync", part.name, self.node_id,
+                         part.isr, out)
+                self.alter_partition.submit(part, [r for r in part.isr if r not in out])
+
+    def isr_size(self, topic: str, index: int) -> int:
+        part = self.partitions.get((topic, index))
+        return len(part.isr) if part is not None else 0
 
     # ------------------------------------------------------------------ metadata changes
 
@@ -95,36 +127,104 @@ class ReplicaManager:
                     part = self.partitions[key] = Partition(topic.name, index, topic.topic_id)
                 was_leader = part.leader == self.node_id
                 new_epoch = state.leader_epoch != part.leader_epoch
+                epoch_changed = state.partition_epoch != part.partition_epoch
                 part.leader, part.leader_epoch = state.leader, state.leader_epoch
                 part.partition_epoch = state.partition_epoch
                 part.replicas, part.isr = list(state.replicas), list(state.isr)
                 if self.node_id not in state.replicas:
+                    if self.fetchers is not None:
+                        self.fetchers.remove(key)
                     if was_leader:
                         resigned.append(key)
                     if part.log is not None:
                         self._drop(part, "this broker is no longer one of its replicas")
                     continue
+                if part.log is None:
+                    # Kafka makes the log of a replica it hosts, leader or follower
+                    config = LogConfig.from_props(configs, base=broker.default_log_config)
+                    existing = broker.log_manager.get_log(topic.name, index)
+                    if existing is None and self.defer_log_creation:
+                        self.missing[key] = (topic.topic_id.bytes, config)
+                        # not led (nor followed) until its log exists: the apply after it is made does it
+                        part.leader = part.leader_epoch = -1
+                        continue
+                    part.log = broker.log_manager.create_log(topic.name, index, topic.topic_id.bytes, config)
+                part.log.replicated = part.replicated
+                part.log.on_leader_append = None
                 if state.leader == self.node_id:
-                    if part.log is None:
-                        config = LogConfig.from_props(configs, base=broker.default_log_config)
-                        part.log = broker.log_manager.create_log(topic.name, index, topic.topic_id.bytes, config)
+                    if part.replicated:
+                        part.log.on_leader_append = lambda part=part: self.maybe_increment_high_watermark(part)
                     if new_epoch or not was_leader:
                         # Kafka's Partition.makeLeader: the new epoch starts at the log end offset
                         part.log.become_leader(state.leader_epoch)
+                        part.reset_followers(now_ms())
+                        if self.fetchers is not None:
+                            self.fetchers.remove(key)
                         log.info("[ReplicaManager broker=%d] Leader %s with leader epoch %d", self.node_id,
                                  part.name, state.leader_epoch)
+                    else:
+                        for r in part.replicas:
+                            if r != self.node_id and r not in part.followers:
+                                part.followers[r] = ReplicaState()
+                    if epoch_changed:
+                        part.pending_isr = None  # the controller decided (Kafka: the partition epoch moved)
                     if not was_leader:
                         elected.append(key)
-                elif was_leader:
-                    resigned.append(key)
-                    log.info("[ReplicaManager broker=%d] No longer the leader of %s (leader %d, epoch %d)",
-                             self.node_id, part.name, state.leader, state.leader_epoch)
+                    if part.replicated:
+                        self.maybe_increment_high_watermark(part)
+                else:
+                    if was_leader:
+                        resigned.append(key)
+                        log.info("[ReplicaManager broker=%d] No longer the leader of %s (leader %d, epoch %d)",
+                                 self.node_id, part.name, state.leader, state.leader_epoch)
+                    part.followers = {}
+                    if self.fetchers is not None:
+                        # Kafka's makeFollower: fetch from the new leader (truncating where the logs diverge)
+                        self.fetchers.follow(key, part, state.leader, state.leader_epoch)
         for key in [k for k in self.partitions if k not in seen]:
             part = self.partitions.pop(key)
+            if self.fetchers is not None:
+                self.fetchers.remove(key)
             if part.leader == self.node_id:
                 resigned.append(key)
             self._drop(part, "its topic was deleted")
         return elected, resigned
+
+    def take_missing(self) -> tuple[dict[tuple[str, int], tuple[bytes, LogConfig]], dict[Path, int]]:
+        """The logs `apply` found missing, and how many logs each dir holds (on the event loop)."""
+        wanted, self.missing = self.missing, {}
+        return wanted, self.broker.log_manager.log_counts_by_dir()
+
+    def make_logs(self, wanted: dict[tuple[str, int], tuple[bytes, LogConfig]],
+                  counts: dict[Path, int]) -> list[tuple[LogConfig, PartitionLog]]:
+        """Make the logs of `take_missing` in the dirs with the fewest logs, as Kafka places them
+        (blocking file work: from a worker thread; `register` them on the event loop)."""
+        manager = self.broker.log_manager
+        dirs = [Path(d) for d in self.broker.config.log_dirs]
+        made: list[tuple[LogConfig, PartitionLog]] = []
+        try:
+            for (topic, index), (topic_id, config) in sorted(wanted.items()):
+                chosen = min(dirs, key=lambda d: counts.get(d, 0))
+                counts[chosen] = counts.get(chosen, 0) + 1
+                made.append((config, manager.open_new_log(topic, index, topic_id, config, chosen)))
+        except BaseException:
+            for _config, plog in made:
+                plog.close_handlers()
+            raise
+        return made
+
+    def register(self, made: list[tuple[LogConfig, PartitionLog]]) -> None:
+        """Register logs from `make_logs` with the log manager; the next `apply` leads them."""
+        manager = self.broker.log_manager
+        for config, plog in made:
+            part = self.partitions.get((plog.topic, plog.partition))
+            if part is None or self.node_id not in part.replicas or part.topic_id.bytes != plog.topic_id:
+                # the metadata moved on while the log was being made (topic deleted, replica moved)
+                plog.close_handlers()
+                plog.delete_all_files()
+                continue
+            manager.topic_configs[plog.topic] = config
+            manager.add_log(plog)
 
     def _drop(self, part: Partition, why: str) -> None:
         if part.log is None:

@@ -75,3 +75,31 @@ class KafkaNode(KafkaBroker):
         if "broker" in self.roles:
             return metadata_broker_count(self.host, self.port) > 0
         return port_accepts(self.host, self.controller_port)
+
+
+def odradek_controller(workdir: str | Path, quorum: Quorum, node_id: int, *, roles: Sequence[str] = ("controller",),
+                       overrides: Mapping[str, object] | None = None):
+    """An `odradek serve` node as the cluster's controller (a voter of `quorum`): a pure controller,
+    or with roles ("broker", "controller") a combined node that is a broker of the cluster too."""
+    from kafka_oracle import CLUSTER_ID  # noqa: PLC0415
+    from odradek_broker import OdradekBroker  # noqa: PLC0415
+
+    controller_port = quorum.add(node_id)
+    listeners = [f"CONTROLLER://{quorum.host}:{controller_port}"]
+    props: dict[str, object] = {
+        "process.roles": ",".join(roles), "node.id": node_id, "cluster.id": CLUSTER_ID,
+        "controller.listener.names": "CONTROLLER", "controller.quorum.voters": quorum.voters_config,
+        "listener.security.protocol.map": "CONTROLLER:PLAINTEXT,PLAINTEXT:PLAINTEXT",
+    }
+    if "broker" in roles:
+        broker_port = free_port(quorum.host)
+        listeners.insert(0, f"PLAINTEXT://{quorum.host}:{broker_port}")
+        props["advertised.listeners"] = f"PLAINTEXT://{quorum.host}:{broker_port}"
+        node = OdradekBroker(workdir, port=broker_port, overrides={**props, "listeners": ",".join(listeners),
+                                                                  **(overrides or {})})
+    else:
+        node = OdradekBroker(workdir, port=controller_port, overrides={**props, "listeners": ",".join(listeners),
+                                                                      **(overrides or {})})
+    node.node_id = node_id
+    node.controller_port = controller_port
+    return node

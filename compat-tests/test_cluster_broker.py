@@ -1,9 +1,12 @@
-"""Odradek brokers in a KRaft cluster under Apache Kafka 4.4.0's controller (issue #24).
+"""Odradek brokers in a KRaft cluster under Apache Kafka 4.4.0's controller, and Kafka's brokers
+under Odradek's controller (issue #24).
 
-One cluster for the module: a Kafka 4.4.0 controller (node 1), a Kafka 4.4.0 broker (node 2) and
-two `odradek serve` processes with process.roles=broker (nodes 3 and 4), all real processes on
-loopback. The Java broker checks every step: it must see the Odradek brokers registered and
-unfenced, serve the same cluster, and hold the same metadata log.
+One cluster per controller kind: a controller (node 1: Kafka 4.4.0, or `odradek serve` with
+process.roles=controller), a Kafka 4.4.0 broker (node 2) and two `odradek serve` processes with
+process.roles=broker (nodes 3 and 4), all real processes on loopback. The Java broker checks every
+step: it must see the Odradek brokers registered and unfenced, serve the same cluster, and hold
+the same metadata log; under Odradek's controller it must register, be unfenced and serve its
+partitions from the metadata it fetched.
 """
 
 from __future__ import annotations
@@ -18,7 +21,7 @@ from confluent_kafka import Producer as CKProducer
 from confluent_kafka import TopicPartition as CKTopicPartition
 from kafka import KafkaConsumer, KafkaProducer, TopicPartition
 from kafka.admin import KafkaAdminClient, NewTopic
-from kafka_cluster import KafkaNode, Quorum
+from kafka_cluster import KafkaNode, Quorum, odradek_controller
 from kafka_oracle import CLUSTER_ID, KAFKA_4_4, require_tool
 from odradek_broker import OdradekBroker
 
@@ -29,13 +32,28 @@ MD = "__cluster_metadata-0"
 
 
 class Cluster:
-    def __init__(self, root) -> None:
+    """The module's cluster, by controller kind: `kafka` (a Kafka 4.4.0 controller), `odradek` (an
+    Odradek process.roles=controller node), or `combined` (must-show 2: an Odradek combined node,
+    broker 4, is the controller; a second Java broker, 5, joins the Java broker 2 and the Odradek
+    broker 3)."""
+
+    def __init__(self, root, controller_kind: str = "kafka") -> None:
         require_tool("kafka-4.4.0")
         self.quorum = Quorum()
-        # formatted as Kafka 4.4 formats by default: transaction.version 2 (KIP-890 part 2)
-        self.controller = KafkaNode(root / "node1", self.quorum, 1, roles=("controller",))
+        self.kind = controller_kind
+        self.extra_java: dict[int, object] = {}
+        if controller_kind == "combined":
+            combined = odradek_controller(root / "node4", self.quorum, 4, roles=("broker", "controller"))
+            self.controller = combined
+            self.odradek = {3: OdradekBroker(root / "node3", overrides=self.odradek_overrides(3)), 4: combined}
+        else:
+            # formatted as Kafka 4.4 formats by default: transaction.version 2 (KIP-890 part 2)
+            self.controller = (KafkaNode(root / "node1", self.quorum, 1, roles=("controller",))
+                               if controller_kind == "kafka" else odradek_controller(root / "node1", self.quorum, 1))
+            self.odradek = {n: OdradekBroker(root / f"node{n}", overrides=self.odradek_overrides(n)) for n in (3, 4)}
         self.java = KafkaNode(root / "node2", self.quorum, 2, roles=("broker",))
-        self.odradek = {n: OdradekBroker(root / f"node{n}", overrides=self.odradek_overrides(n)) for n in (3, 4)}
+        if controller_kind == "combined":
+            self.extra_java[5] = KafkaNode(root / "node5", self.quorum, 5, roles=("broker",))
 
     def odradek_overrides(self, node_id: int) -> dict[str, object]:
         return {"process.roles": "broker", "node.id": node_id, "cluster.id": CLUSTER_ID,
@@ -43,14 +61,18 @@ class Cluster:
 
     @property
     def brokers(self) -> dict[int, object]:
-        return {2: self.java, **self.odradek}
+        return {2: self.java, **self.odradek, **self.extra_java}
+
+    @property
+    def broker_ids(self) -> set[int]:
+        return set(self.brokers)
 
     def start(self) -> None:
         self.controller.start()
-        self.java.start()
-        for broker in self.odradek.values():
-            broker.start()
-        self.wait_unfenced({2, 3, 4})
+        for broker in [self.java, *self.extra_java.values(), *self.odradek.values()]:
+            if broker is not self.controller:
+                broker.start()
+        self.wait_unfenced(self.broker_ids)
 
     def wait_unfenced(self, ids: set[int], timeout: float = 30.0) -> None:
         deadline = time.time() + timeout
@@ -63,11 +85,27 @@ class Cluster:
         raise AssertionError(f"brokers {ids} not all unfenced: {seen}")
 
     def stop(self) -> None:
-        for broker in [*self.odradek.values(), self.java, self.controller]:
+        nodes = [b for b in [*self.odradek.values(), self.java, *self.extra_java.values()] if b is not self.controller]
+        for node in [*nodes, self.controller]:
             try:
-                broker.stop()
+                node.stop()
             finally:
-                broker.kill()
+                node.kill()
+
+    def java_logs_clean(self) -> list[str]:
+        """Lines of the Java brokers' logs about metadata they could not fetch or apply (none
+        expected): errors, metadata loading/publishing faults, and warnings of the image loader
+        and publishers. (A controller restarting shows up as connection warnings, which are fine.)"""
+        bad = []
+        for node in [self.java, *self.extra_java.values()]:
+            for line in (node.workdir / "server.log").read_text(errors="replace").splitlines():
+                lower = line.lower()
+                if (" ERROR " in line or ("fault" in lower and "metadata" in lower)
+                        or (" WARN " in line and any(c in line for c in (
+                            "org.apache.kafka.image", "MetadataLoader", "MetadataPublisher", "BrokerMetadataPublisher",
+                            "KRaftMetadataCache", "Invalid", "Unexpected")))):
+                    bad.append(line)
+        return bad
 
 
 def describe(bootstrap: str) -> dict[int, bool]:
@@ -87,9 +125,9 @@ def leaders(bootstrap: str, topic: str) -> dict[int, int]:
         admin.close()
 
 
-@pytest.fixture(scope="module")
-def cluster(tmp_path_factory):
-    c = Cluster(tmp_path_factory.mktemp("cluster"))
+@pytest.fixture(scope="module", params=["kafka-controller", "odradek-controller", "combined-controller"])
+def cluster(request, tmp_path_factory):
+    c = Cluster(tmp_path_factory.mktemp("cluster"), request.param.split("-")[0])
     try:
         c.start()
         yield c
@@ -110,12 +148,12 @@ def _wait_leaders(cluster: Cluster, topic: str, count: int) -> dict[int, int]:
 
 def test_every_broker_sees_the_same_cluster(cluster) -> None:
     for broker in cluster.brokers.values():
-        assert describe(broker.bootstrap) == {2: False, 3: False, 4: False}
+        assert describe(broker.bootstrap) == {b: False for b in cluster.broker_ids}
         consumer = KafkaConsumer(bootstrap_servers=broker.bootstrap)
         consumer.topics()  # a Metadata round trip
         nodes = {b.node_id for b in consumer._client.cluster.brokers()}  # noqa: SLF001 - kafka-python's view
         consumer.close()
-        assert nodes == {2, 3, 4}
+        assert nodes == cluster.broker_ids
 
 
 @pytest.mark.parametrize("through", [3, 2])
@@ -125,7 +163,7 @@ def test_topics_created_through_any_broker_get_partitions_on_all_three(cluster, 
     admin.create_topics([NewTopic(topic, 6, 1)])
     admin.close()
     placed = _wait_leaders(cluster, topic, 6)
-    assert set(placed.values()) == {2, 3, 4}
+    assert set(placed.values()) == cluster.broker_ids
     # every broker answers the same leaders
     for broker in cluster.brokers.values():
         assert leaders(broker.bootstrap, topic) == placed
@@ -231,7 +269,7 @@ def test_an_odradek_broker_restarts_and_leads_its_partitions_again(cluster) -> N
     during = leaders(cluster.java.bootstrap, topic)
     assert all(during[p] == -1 for p in mine)
     broker.start()
-    cluster.wait_unfenced({2, 3, 4})
+    cluster.wait_unfenced(cluster.broker_ids)
     after = _wait_leaders(cluster, topic, 6)
     assert after == before
     for meta in acked:
@@ -307,7 +345,7 @@ def test_a_consumer_group_spans_the_brokers_with_its_coordinator_on_either_kind(
     admin = KafkaAdminClient(bootstrap_servers=cluster.java.bootstrap)
     admin.create_topics([NewTopic(topic, 6, 1)])
     admin.close()
-    assert set(_wait_leaders(cluster, topic, 6).values()) == {2, 3, 4}
+    assert set(_wait_leaders(cluster, topic, 6).values()) == cluster.broker_ids
     producer = KafkaProducer(bootstrap_servers=cluster.odradek[4].bootstrap, acks="all")
     for i in range(60):
         producer.send(topic, value=f"g-{i}".encode(), partition=i % 6)
@@ -355,7 +393,7 @@ def test_transactions_span_the_brokers_with_the_coordinator_on_either_kind(clust
     admin = KafkaAdminClient(bootstrap_servers=cluster.java.bootstrap)
     admin.create_topics([NewTopic(topic, 6, 1)])
     admin.close()
-    assert set(_wait_leaders(cluster, topic, 6).values()) == {2, 3, 4}
+    assert set(_wait_leaders(cluster, topic, 6).values()) == cluster.broker_ids
     # the first transactional producer makes the controller create __transaction_state
     warm = CKProducer({"bootstrap.servers": cluster.odradek[3].bootstrap, "transactional.id": f"warm-{coordinator}"})
     warm.init_transactions(60)
@@ -405,7 +443,7 @@ def test_a_partition_dir_the_cluster_does_not_place_here_goes_stray(cluster) -> 
     # a dir of a topic the cluster never had (a leftover, a copy by hand)
     shutil.copytree(broker.log_dir / f"{topic}-{index}", broker.log_dir / "ghost-0")
     broker.start()
-    cluster.wait_unfenced({2, 3, 4})
+    cluster.wait_unfenced(cluster.broker_ids)
     deadline = time.time() + 20
     while (broker.log_dir / "ghost-0").exists() and time.time() < deadline:
         time.sleep(0.2)
@@ -439,7 +477,7 @@ def test_the_java_broker_restarts_and_odradek_brokers_follow_its_leadership(clus
                                                              if p not in java_parts)
     assert describe(cluster.odradek[3].bootstrap).get(2, True) is True  # fenced (or gone), as Kafka lists it
     cluster.java.start()
-    cluster.wait_unfenced({2, 3, 4})
+    cluster.wait_unfenced(cluster.broker_ids)
     deadline = time.time() + 20
     while time.time() < deadline and leaders(cluster.odradek[4].bootstrap, topic) != before:
         time.sleep(0.2)
@@ -460,7 +498,7 @@ def test_java_transactions_v2_span_the_brokers(cluster, java_client, coordinator
     admin = KafkaAdminClient(bootstrap_servers=cluster.java.bootstrap)
     admin.create_topics([NewTopic(topic, 6, 1)])
     admin.close()
-    assert set(_wait_leaders(cluster, topic, 6).values()) == {2, 3, 4}
+    assert set(_wait_leaders(cluster, topic, 6).values()) == cluster.broker_ids
     warm = CKProducer({"bootstrap.servers": cluster.odradek[3].bootstrap, "transactional.id": f"warm2-{coordinator}"})
     warm.init_transactions(60)
     del warm
@@ -475,3 +513,23 @@ def test_java_transactions_v2_span_the_brokers(cluster, java_client, coordinator
             expected += [f"r{round_}-{i}".encode() for i in range(12)]
     for broker in cluster.brokers.values():
         assert sorted(_read_committed(broker.bootstrap, topic, 6)) == sorted(expected)
+
+
+def test_the_java_brokers_log_no_errors_about_the_metadata(cluster) -> None:
+    """Whichever kind the controller is, the Java brokers applied every metadata record they fetched."""
+    assert cluster.java_logs_clean() == []
+
+
+def test_the_quorum_tool_lists_the_controller_and_every_broker(cluster) -> None:
+    """kafka-metadata-quorum.sh describe --replication against the controller (either kind): the
+    controller leads, and every other broker follows the metadata log as an observer."""
+    from kafka_oracle import run_java_tool  # noqa: PLC0415
+
+    controller = f"{cluster.quorum.host}:{cluster.controller.controller_port}"
+    proc = run_java_tool("org.apache.kafka.tools.MetadataQuorumCommand",
+                         ["--bootstrap-controller", controller, "describe", "--replication"], version=KAFKA_4_4)
+    assert proc.returncode == 0, proc.stderr
+    rows = {int(line.split()[0]): line.split()[-1] for line in proc.stdout.splitlines()[1:] if line.strip()}
+    leader = 4 if cluster.kind == "combined" else 1
+    assert rows[leader] == "Leader"
+    assert {n for n, status in rows.items() if status == "Observer"} == cluster.broker_ids - {leader}

@@ -33,10 +33,12 @@ BROKER_FETCH_MAX_BYTES = 55 * 1024 * 1024
 class _Read:
     """The outcome of reading one partition in one pass."""
 
-    __slots__ = ("key", "code", "hw", "lso", "log_start", "slices", "size", "aborted")
+    __slots__ = ("key", "code", "hw", "lso", "log_start", "slices", "size", "aborted", "diverging")
 
-    def __init__(self, key, code=ErrorCode.NONE, hw=-1, lso=-1, log_start=-1, slices=(), size=0, aborted=None):
+    def __init__(self, key, code=ErrorCode.NONE, hw=-1, lso=-1, log_start=-1, slices=(), size=0, aborted=None,
+                 diverging=None):
         self.key = key
+        self.diverging = diverging  # a follower's (epoch, end offset) where its log left this one's
         self.code = code
         self.hw = hw
         self.lso = lso
@@ -47,8 +49,10 @@ class _Read:
 
 
 def _read_all(ctx: RequestContext, keys, cached: dict, use_ids: bool, max_bytes: int, committed: bool,
-              watch: list | None = None) -> list[_Read]:
-    """Read every partition once; `watch` collects the (topic, index) of the partitions read."""
+              watch: list | None = None, follower: int = -1, last_epochs: dict | None = None) -> list[_Read]:
+    """Read every partition once; `watch` collects the (topic, index) of the partitions read.
+    `follower` >= 0: a replica's fetch (Kafka's FetchFromFollower): read up to the log end, the
+    diverging epoch checked against its `last_epochs`, and its position given to the leader's Partition."""
     broker = ctx.broker
     meta = broker.metadata
     reads = []
@@ -76,6 +80,16 @@ def _read_all(ctx: RequestContext, keys, cached: dict, use_ids: bool, max_bytes:
         hw = plog.high_watermark
         lso = getattr(plog, "last_stable_offset", hw)
         limit = lso if committed else hw
+        if follower >= 0:
+            diverging = _diverging(plog, part.fetch_offset, (last_epochs or {}).get(key, -1))
+            if diverging is not None:
+                reads.append(_Read(key, ErrorCode.NONE, hw, lso, plog.log_start_offset, diverging=diverging))
+                continue
+            if 0 <= part.fetch_offset <= plog.log_end_offset:
+                broker.replica_manager.follower_fetch(topic.name, index, follower, part.fetch_offset)
+            hw = plog.high_watermark
+            lso = getattr(plog, "last_stable_offset", hw)
+            limit = None  # a follower copies everything the leader has
         try:
             data = plog.read(part.fetch_offset, min(part.max_bytes, remaining), limit, min_one)
         except OffsetOutOfRangeError:
@@ -103,6 +117,19 @@ def _read_all(ctx: RequestContext, keys, cached: dict, use_ids: bool, max_bytes:
     return reads
 
 
+def _diverging(plog, fetch_offset: int, last_epoch: int) -> tuple[int, int] | None:
+    """Kafka's Partition.fetchRecords check of a follower's last fetched epoch: (epoch, end offset)
+    of this log for it when the follower's log cannot continue from `fetch_offset`."""
+    if last_epoch < 0:
+        return None
+    epoch, end = plog.end_offset_for_epoch(last_epoch)
+    if epoch < 0:
+        return None
+    if end < fetch_offset or epoch < last_epoch:
+        return epoch, end
+    return None
+
+
 def _response_size(reads: list[_Read], use_ids: bool) -> int:
     """About the size of the response these reads make (what Kafka's consumer_byte_rate counts):
     the records plus each partition's and topic's fixed fields."""
@@ -121,6 +148,10 @@ async def handle_fetch(ctx: RequestContext, header, request) -> object:
         return await metadata_fetch(ctx, version, request)
     use_ids = version >= 13
     committed = request.isolation_level == READ_COMMITTED
+    replica_id = request.replica_state.replica_id if version >= 15 else request.replica_id
+    follower = replica_id if replica_id >= 0 and getattr(ctx.broker, "replica_manager", None) is not None else -1
+    last_epochs = {((t.topic_id if use_ids else t.topic), p.partition): p.last_fetched_epoch
+                   for t in request.topics for p in t.partitions} if follower >= 0 and version >= 12 else None
     full: list = []
     for topic in request.topics:
         ref = topic.topic_id if use_ids else topic.topic
@@ -135,7 +166,11 @@ async def handle_fetch(ctx: RequestContext, header, request) -> object:
     session_id = request.session_id if version >= 7 else 0
     epoch = request.session_epoch if version >= 7 else -1
     try:
-        session, keys, incremental = cache.begin(session_id, epoch, full, forgotten)
+        if follower >= 0:
+            # replicas fetch without a session here: every request is a full one (session id 0)
+            session, keys, incremental = None, [k for k, _ in full], False
+        else:
+            session, keys, incremental = cache.begin(session_id, epoch, full, forgotten)
     except SessionError as exc:
         return FetchResponse(throttle_time_ms=0, error_code=int(exc.code), session_id=0, responses=[])
     cached = session.partitions if session is not None else dict(full)
@@ -146,7 +181,7 @@ async def handle_fetch(ctx: RequestContext, header, request) -> object:
     deadline = time.monotonic() + max(request.max_wait_ms, 0) / 1000
     while True:
         watch: list = []
-        reads = _read_all(ctx, keys, cached, use_ids, max_bytes, committed, watch)
+        reads = _read_all(ctx, keys, cached, use_ids, max_bytes, committed, watch, follower, last_epochs)
         total = sum(r.size for r in reads)
         has_error = any(r.code != ErrorCode.NONE for r in reads)
         remaining = deadline - time.monotonic()
@@ -159,7 +194,7 @@ async def handle_fetch(ctx: RequestContext, header, request) -> object:
         # the long poll's wait is no handling time for the request quota
         ctx.extra["waited_s"] = ctx.extra.get("waited_s", 0.0) + time.perf_counter() - waiting
         if not woken:
-            reads = _read_all(ctx, keys, cached, use_ids, max_bytes, committed)
+            reads = _read_all(ctx, keys, cached, use_ids, max_bytes, committed, None, follower, last_epochs)
             break
     throttle_ms = fetch_throttle_ms(ctx, header, request, _response_size(reads, use_ids),
                                     time.perf_counter() - started)
@@ -190,18 +225,19 @@ async def handle_fetch(ctx: RequestContext, header, request) -> object:
         topic_ref, index = r.key
         if not by_topic or by_topic[-1][0] != topic_ref:
             by_topic.append((topic_ref, []))
-        by_topic[-1][1].append(
-            PartitionData(
-                partition_index=index,
-                error_code=int(r.code),
-                high_watermark=r.hw,
-                last_stable_offset=r.lso,
-                log_start_offset=r.log_start,
-                aborted_transactions=r.aborted,
-                preferred_read_replica=-1,
-                records=list(r.slices) if r.slices else b"",
-            )
+        data = PartitionData(
+            partition_index=index,
+            error_code=int(r.code),
+            high_watermark=r.hw,
+            last_stable_offset=r.lso,
+            log_start_offset=r.log_start,
+            aborted_transactions=r.aborted,
+            preferred_read_replica=-1,
+            records=list(r.slices) if r.slices else b"",
         )
+        if r.diverging is not None:
+            data.diverging_epoch = FetchResponse.EpochEndOffset(epoch=r.diverging[0], end_offset=r.diverging[1])
+        by_topic[-1][1].append(data)
     responses = [
         TopicData(topic="" if use_ids else ref, topic_id=ref if use_ids else TopicData().topic_id, partitions=parts)
         for ref, parts in by_topic

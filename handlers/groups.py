@@ -156,7 +156,7 @@ async def handle_find_coordinator(ctx: RequestContext, header, request) -> objec
         else:
             code = ErrorCode.INVALID_REQUEST
         node = (broker.node_id, host, port)
-        if code == ErrorCode.NONE and (broker.broker_role is not None or broker.quorum_controller is not None):
+        if code == ErrorCode.NONE and (broker.broker_role is not None or getattr(broker, "quorum_controller", None)):
             # a broker of a KRaft cluster: the coordinator is the leader of the key's partition
             code, node = _partition_leader_node(ctx, key_type, key)
         answers.append((key, code, node))

@@ -142,6 +142,11 @@ async def handle_produce(ctx: RequestContext, header, request) -> object | None:
                     else ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
                 partitions.append(_partition_error(index, code))
                 continue
+            if acks == -1 and partition_log.replicated and broker.replica_manager is not None and \
+                    broker.replica_manager.isr_size(topic.name, index) < partition_log.config.min_insync_replicas:
+                # Kafka's Partition.appendRecordsToLeader: too few in sync for acks=all
+                partitions.append(_partition_error(index, ErrorCode.NOT_ENOUGH_REPLICAS))
+                continue
             records = pdata.records
             if records is None or len(records) == 0:
                 # KafkaApis answers ProduceRequest.validateRecords' refusal by its code alone
@@ -209,9 +214,44 @@ async def handle_produce(ctx: RequestContext, header, request) -> object | None:
     for partition_log in flush_logs:
         # fsync leaves the event loop (log.flush.interval.messages / .ms asked for it).
         await trio.to_thread.run_sync(partition_log.flush)
+    if acks == -1:
+        await _wait_for_replicas(broker, results, request.timeout_ms)
     if acks == 0:
         return None
     return ProduceResponse(responses=responses, throttle_time_ms=0)
+
+
+async def _wait_for_replicas(broker, results: list, timeout_ms: int) -> None:
+    """acks=all on a partition with followers (Kafka's DelayedProduce): answer once the high
+    watermark has passed the batch, REQUEST_TIMED_OUT after the request's timeout, and
+    NOT_ENOUGH_REPLICAS_AFTER_APPEND when the ISR shrank below min.insync.replicas meanwhile."""
+    waits = []
+    for partitions, slot, topic_name, index, partition_log, result, _sent in results:
+        response = partitions[slot]
+        if not partition_log.replicated or response is None or response.error_code:
+            continue
+        info = result if isinstance(result, AppendInfo) else result.info
+        if info is not None:
+            waits.append((partitions, slot, topic_name, index, partition_log, info.last_offset))
+    deadline = trio.current_time() + max(timeout_ms, 0) / 1000
+    while waits:
+        left = []
+        for w in waits:
+            partitions, slot, topic_name, index, partition_log, last = w
+            if partition_log.high_watermark > last:
+                if broker.replica_manager.isr_size(topic_name, index) < partition_log.config.min_insync_replicas:
+                    partitions[slot] = _partition_error(index, ErrorCode.NOT_ENOUGH_REPLICAS_AFTER_APPEND)
+            else:
+                left.append(w)
+        waits = left
+        remaining = deadline - trio.current_time()
+        if not waits:
+            return
+        if remaining <= 0:
+            for partitions, slot, _t, index, *_ in waits:
+                partitions[slot] = _partition_error(index, ErrorCode.REQUEST_TIMED_OUT)
+            return
+        await broker.wait_for_append(remaining, [(w[2], w[3]) for w in waits])
 
 
 def _finish(broker, results: list) -> tuple[list[tuple[str, int]], list[PartitionLog]]:

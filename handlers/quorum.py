@@ -174,9 +174,20 @@ async def handle_describe_quorum(ctx: RequestContext, header, request) -> object
         now = _wall_ms()
         voter.last_fetch_timestamp = now
         voter.last_caught_up_timestamp = now
+    observers = []
+    controller = getattr(broker, "quorum_controller", None)
+    for state in sorted(controller.raft.observers.values(), key=lambda o: o.replica_id) if controller else []:
+        # the brokers following the log (KafkaRaftClient's observer states)
+        observer = R.ReplicaState(replica_id=state.replica_id, log_end_offset=state.log_end_offset)
+        if header.api_version >= 2:
+            observer.replica_directory_id = state.directory_id
+        if header.api_version >= 1:
+            observer.last_fetch_timestamp = state.last_fetch_timestamp
+            observer.last_caught_up_timestamp = state.last_caught_up_timestamp
+        observers.append(observer)
     partition = R.PartitionData(partition_index=0, error_code=0, leader_id=broker.node_id,
                                 leader_epoch=store.epoch, high_watermark=end, current_voters=[voter],
-                                observers=[])
+                                observers=observers)
     nodes = []
     if header.api_version >= 2:
         name, host, port = controller_endpoint(ctx, quorum)

@@ -12,6 +12,7 @@ import logging
 import os
 import threading
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from enum import Enum
 from pathlib import Path
@@ -125,6 +126,7 @@ class AppendOrigin(Enum):
 
     CLIENT = "client"
     COORDINATOR = "coordinator"  # group/txn coordinator batches and txn markers built by the broker
+    REPLICATION = "replication"  # a follower appending the leader's batches as they are
 
 
 @dataclass(slots=True)
@@ -284,6 +286,10 @@ class PartitionLog:
         self.log_start_offset = 0
         self.log_end_offset = 0
         self.high_watermark = 0
+        #: a partition with followers: the high watermark is the replicas' (Partition), not the log end
+        self.replicated = False
+        #: set by the leader's Partition: called after each append as leader of a replicated log
+        self.on_leader_append: Callable[[], None] | None = None
         self.recovery_point = 0
         self.leader_epoch_cache = LeaderEpochCache(self.dir / files.LEADER_EPOCH_CHECKPOINT)
         # this partition's leader epoch since become_leader (the metadata's PartitionRecord /
@@ -736,6 +742,8 @@ class PartitionLog:
             # a duplicate is answered with the original offsets, a bad sequence/epoch is refused.
             is_control = bool(h.attributes & 0x20)
             marker = txn_marker_of(RecordBatch(view)) if is_control else None
+        if h.producer_id >= 0 and origin is not AppendOrigin.REPLICATION:
+            # (a follower takes the leader's batches as they are: the leader has checked them)
             dup = self.producer_state.check_append(
                 h.producer_id, h.producer_epoch, h.base_sequence, h.last_offset_delta, bool(h.attributes & 0x10),
                 is_control, from_client=origin is AppendOrigin.CLIENT,
@@ -781,8 +789,12 @@ class PartitionLog:
                 psm.complete_txn(completed)
         self.log_end_offset = last + 1
         self.producer_state.update_map_end_offset(self.log_end_offset)
-        # single node: everything appended is replicated
-        self.high_watermark = self.log_end_offset
+        if not self.replicated:
+            # one replica: everything appended is committed
+            self.high_watermark = self.log_end_offset
+        elif self.on_leader_append is not None:
+            # a leader with followers: the ISR decides (an ISR of the leader alone: at once)
+            self.on_leader_append()
         self.unflushed_messages += last - first + 1
         pending.info = AppendInfo(first, last, max_ts, last, pending.append_time, self.log_start_offset,
                                   h.record_count, size, pending.rolled)
@@ -795,6 +807,31 @@ class PartitionLog:
         pending = self._pending
         if pending is not None:
             pending.complete()
+
+    def append_as_follower(self, batch: bytes | bytearray | memoryview) -> AppendInfo:
+        """Append one batch of the leader's as it is (Kafka's UnifiedLog.appendAsFollower): its
+        offsets, leader epoch, timestamps and bytes kept, CRC checked, producer state and the
+        transaction index built as on the leader. The batch must start at or after the log end."""
+        if self._pending is not None:
+            self.settle()
+        if self.closed:
+            raise LogDeletedError(f"log {self.name} is closed")
+        view = memoryview(bytearray(batch))
+        try:
+            rb = RecordBatch(view)
+            rb.ensure_valid()
+        except CorruptRecordError as e:
+            raise LogCorruptRecordError(str(e)) from e
+        h = rb.header()
+        first, last = h.base_offset, h.base_offset + h.last_offset_delta
+        if first < self.log_end_offset:
+            raise LogInvalidRecordError(
+                f"The leader's batch at offset {first} of {self.name} starts before the log end offset "
+                f"{self.log_end_offset}")
+        pending = self._begin_append(view[:len(rb)], first, last, h.max_timestamp, -1, h, h.partition_leader_epoch,
+                                     _now_ms(), AppendOrigin.REPLICATION)
+        assert isinstance(pending, PendingAppend)
+        return pending.finish()
 
     def append_as_coordinator(self, batch: bytearray | memoryview, leader_epoch: int | None = None,
                               now_ms: int | None = None) -> AppendInfo:
