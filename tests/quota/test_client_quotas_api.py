@@ -231,3 +231,26 @@ def test_request_percentage_throttles_any_request_for_at_most_one_window() -> No
             assert 0 < answer.throttle_time_ms <= 1000
         finally:
             conn.close()
+
+
+def test_a_default_user_quota_applies_to_the_anonymous_principal() -> None:
+    # without authentication the principal is User:ANONYMOUS; the <default> user quota is its
+    with running_broker() as running:
+        conn = BrokerConnection(running.host, running.port, client_id="anyone")
+        try:
+            assert alter(conn, [({"user": None}, [("producer_byte_rate", 10000.0)])]) == {
+                (("user", None),): (0, None)}
+            create = request_class(19)
+            conn.send(19, create(topics=[create.CreatableTopic(name="u", num_partitions=1, replication_factor=1)],
+                                 timeout_ms=30000))
+            P = request_class(0)
+            body = P(acks=1, timeout_ms=30000, topic_data=[P.TopicProduceData(name="u", partition_data=[
+                P.PartitionProduceData(index=0, records=build_batch([SimpleRecord(value=b"z" * 60000)]))])])
+            assert conn.send(0, body, 9).throttle_time_ms == 0
+            assert conn.send(0, body, 9).throttle_time_ms > 0
+            # a user quota for ANONYMOUS itself is more specific: a far larger one lifts the throttle
+            assert alter(conn, [({"user": "ANONYMOUS"}, [("producer_byte_rate", 1e9)])]) == {
+                (("user", "ANONYMOUS"),): (0, None)}
+            assert conn.send(0, body, 9).throttle_time_ms == 0
+        finally:
+            conn.close()
