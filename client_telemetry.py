@@ -162,7 +162,10 @@ def alter_client_metrics(broker: Any, resource: Any, validate_only: bool,
         if op in _OP_NAMES:  # Kafka finds no LIST type for client-metrics keys here
             return ErrorCode.INVALID_CONFIG, f"Can't {_OP_NAMES[op]} to key {change.name} because its type is not LIST."
     current = subscription_configs(broker).get(name, {})
-    new = {k: v for k, v in compute(dict(current)).items() if v is not None}
+    try:
+        new = {k: v for k, v in compute(dict(current)).items() if v is not None}
+    except ValueError as exc:  # an operation the config APIs do not know
+        return ErrorCode.INVALID_REQUEST, str(exc)
     try:
         validate(name, new)
     except ClientMetricsConfigError as exc:
@@ -410,7 +413,7 @@ def decode_metrics(payload: bytes) -> dict[tuple[str, str, tuple[tuple[str, str]
 
     try:
         data = metrics_pb2.MetricsData.FromString(payload)
-    except DecodeError as exc:
+    except (DecodeError, ValueError, RuntimeError) as exc:
         raise ValueError(f"not an OTLP MetricsData payload: {exc}") from None
     out: dict[tuple[str, str, tuple[tuple[str, str], ...]], float] = {}
     delta = metrics_pb2.AggregationTemporality.AGGREGATION_TEMPORALITY_DELTA

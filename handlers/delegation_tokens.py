@@ -86,11 +86,18 @@ def _persist(ctx: RequestContext, records: list[tuple[str, Any]]) -> bool:
 # Create
 # ------------------------------------------------------------------------------------------------
 
-def _create_error(owner: str, requester: str, code: ErrorCode, timestamp: int = ERROR_TIMESTAMP) -> Any:
+def _requester(version: int, requester: str, prefix: str) -> dict[str, str]:
+    """The token requester fields, which versions below 3 do not have."""
+    if version < 3:
+        return {}
+    kind, name = split_principal(requester)
+    return {f"{prefix}_type": kind, f"{prefix}_name": name}
+
+
+def _create_error(version: int, owner: str, requester: str, code: ErrorCode, timestamp: int = ERROR_TIMESTAMP) -> Any:
     owner_type, owner_name = split_principal(owner)
-    req_type, req_name = split_principal(requester)
     return CreateResponse(error_code=int(code), principal_type=owner_type, principal_name=owner_name,
-                          token_requester_principal_type=req_type, token_requester_principal_name=req_name,
+                          **_requester(version, requester, "token_requester_principal"),
                           issue_timestamp_ms=timestamp, expiry_timestamp_ms=timestamp, max_timestamp_ms=timestamp,
                           token_id="", hmac=b"", throttle_time_ms=0)
 
@@ -101,18 +108,19 @@ async def handle_create_delegation_token(ctx: RequestContext, header, request) -
     from ..kraft.records import new_record  # noqa: PLC0415 - metadata records only on a change
 
     requester = ctx.principal
+    version = header.api_version
     owner_name = getattr(request, "owner_principal_name", None)
     owner = requester if not owner_name else f"{request.owner_principal_type}:{owner_name}"
     if not allow_token_requests(ctx):
-        return _create_error(owner, requester, ErrorCode.DELEGATION_TOKEN_REQUEST_NOT_ALLOWED)
+        return _create_error(version, owner, requester, ErrorCode.DELEGATION_TOKEN_REQUEST_NOT_ALLOWED)
     if owner != requester and not permits(ctx)(OP_CREATE_TOKENS, RT_USER, owner):
-        return _create_error(owner, requester, ErrorCode.DELEGATION_TOKEN_AUTHORIZATION_FAILED)
+        return _create_error(version, owner, requester, ErrorCode.DELEGATION_TOKEN_AUTHORIZATION_FAILED)
     if any(r.principal_type != "User" for r in request.renewers):
-        return _create_error(owner, requester, ErrorCode.INVALID_PRINCIPAL_TYPE)
+        return _create_error(version, owner, requester, ErrorCode.INVALID_PRINCIPAL_TYPE)
     manager = token_manager(ctx.broker)
     if not manager.enabled:
         # the controller's answer: its timestamps are left at 0
-        return _create_error(owner, requester, ErrorCode.DELEGATION_TOKEN_AUTH_DISABLED, 0)
+        return _create_error(version, owner, requester, ErrorCode.DELEGATION_TOKEN_AUTH_DISABLED, 0)
     manager.maybe_sweep()
     now = manager.now_ms()
     max_life = manager.max_lifetime_ms
@@ -126,12 +134,11 @@ async def handle_create_delegation_token(ctx: RequestContext, header, request) -
                         issue_timestamp=now, max_timestamp=max_ts, expiration_timestamp=expiry_ts,
                         token_id=token_id)
     if not _persist(ctx, [("DelegationTokenRecord", record)]):
-        return _create_error(owner, requester, ErrorCode.UNKNOWN_SERVER_ERROR, 0)
+        return _create_error(version, owner, requester, ErrorCode.UNKNOWN_SERVER_ERROR, 0)
     log.info("%s created delegation token %s for %s (renewers %s)", requester, token_id, owner, renewers)
     owner_type, owner_short = split_principal(owner)
-    req_type, req_name = split_principal(requester)
     return CreateResponse(error_code=0, principal_type=owner_type, principal_name=owner_short,
-                          token_requester_principal_type=req_type, token_requester_principal_name=req_name,
+                          **_requester(version, requester, "token_requester_principal"),
                           issue_timestamp_ms=now, expiry_timestamp_ms=expiry_ts, max_timestamp_ms=max_ts,
                           token_id=token_id, hmac=manager.hmac(token_id), throttle_time_ms=0)
 
@@ -228,12 +235,11 @@ def eligible(requester: str, owners: list[str] | None, token: TokenInfo, allowed
         allowed(OP_DESCRIBE_TOKENS, RT_USER, token.owner)
 
 
-def _described(manager: Any, token: TokenInfo) -> Any:
+def _described(manager: Any, token: TokenInfo, version: int) -> Any:
     owner_type, owner_name = split_principal(token.owner)
-    req_type, req_name = split_principal(token.requester)
     return DescribeResponse.DescribedDelegationToken(
-        principal_type=owner_type, principal_name=owner_name, token_requester_principal_type=req_type,
-        token_requester_principal_name=req_name, issue_timestamp=token.issue_timestamp,
+        principal_type=owner_type, principal_name=owner_name,
+        **_requester(version, token.requester, "token_requester_principal"), issue_timestamp=token.issue_timestamp,
         expiry_timestamp=token.expiry_timestamp, max_timestamp=token.max_timestamp, token_id=token.token_id,
         hmac=manager.hmac(token.token_id), renewers=[
             DescribeResponse.DescribedDelegationTokenRenewer(principal_type=t, principal_name=n)
@@ -258,5 +264,5 @@ async def handle_describe_delegation_token(ctx: RequestContext, header, request)
     # the broker's token cache is a hash map keyed by token id: its iteration order
     tokens = {t.token_id: t for t in manager.tokens()}
     ordered = hashmap_order(list(tokens), string_hash)
-    return answer(ErrorCode.NONE, [_described(manager, tokens[i]) for i in ordered
+    return answer(ErrorCode.NONE, [_described(manager, tokens[i], header.api_version) for i in ordered
                                    if eligible(ctx.principal, owners, tokens[i], allowed)])

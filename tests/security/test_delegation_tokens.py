@@ -261,3 +261,20 @@ def test_the_secret_is_sensitive_in_describe_configs(tmp_path: Path) -> None:
     assert sorted((c.name, c.value, c.is_sensitive) for c in r.results[0].configs) == [
         ("delegation.token.max.lifetime.ms", "604800000", False), ("delegation.token.secret.key", None, True)]
     broker.metadata_store.close()
+
+
+def test_older_versions_have_no_requester_fields(tmp_path: Path) -> None:
+    clock = Clock()
+    broker = _broker(tmp_path, clock)
+    for version in (1, 2):
+        r = call(broker, 38, version, renewers=[_renewer("bob")], max_lifetime_ms=-1)
+        assert (r.error_code, r.principal_name, r.token_requester_principal_name) == (0, "alice", "")
+        r = call(broker, 38, version, principal="User:ANONYMOUS", protocol="PLAINTEXT", renewers=[],
+                 max_lifetime_ms=-1)
+        assert r.error_code == ErrorCode.DELEGATION_TOKEN_REQUEST_NOT_ALLOWED
+        d = call(broker, 41, version, owners=None)
+        assert sorted((t.principal_name, t.token_requester_principal_name) for t in d.tokens) == \
+            [("alice", "")] * version
+    d = call(broker, 41, 3, owners=None)
+    assert [t.token_requester_principal_name for t in d.tokens] == ["alice", "alice"]
+    broker.metadata_store.close()
