@@ -113,6 +113,8 @@ class QuotaManagers:
         self.request = ClientQuotaManager("request_percentage", samples, window_ms, max_throttle_ms=window_ms)
         self.connections = ConnectionRateQuotas(samples, window_ms)
         self.version = -1
+        #: odradek.quota.task_time.TaskTimes while request_percentage quotas are set
+        self.task_times: Any = None
 
     def refresh(self, image: Any) -> None:
         """Take the image's client quotas if they changed since the last look."""

@@ -12,7 +12,8 @@ from __future__ import annotations
 import math
 from typing import Any
 
-from . import EXEMPT_APIS, client_of, now_ms, quota_managers
+from . import EXEMPT_APIS, QuotaManagers, client_of, now_ms, quota_managers
+from .task_time import sync_instrument
 
 PRODUCE_KEY = 0
 FETCH_KEY = 1
@@ -31,6 +32,16 @@ def _set_throttle(body: Any, throttle_ms: int) -> None:
         body.throttle_time_ms = max(getattr(body, "throttle_time_ms", 0) or 0, throttle_ms)
 
 
+def _handling_seconds(managers: QuotaManagers, ctx: Any, elapsed_s: float) -> float:
+    """What the request cost the broker: the loop's time in this connection's task since its last
+    request while request quotas are on (odradek.quota.task_time), else the handler's wall time
+    less its long-poll wait."""
+    times = sync_instrument(managers, managers.request.enabled)
+    if times is not None:
+        return times.charge()
+    return max(elapsed_s - ctx.extra.get("waited_s", 0.0), 0.0)
+
+
 def after_request(ctx: Any, header: Any, request: Any, body: Any, request_size: int, elapsed_s: float) -> Any:
     """Record a handled request against its client's quotas; the response, with the throttle time."""
     api = header.api_key
@@ -43,7 +54,7 @@ def after_request(ctx: Any, header: Any, request: Any, body: Any, request_size: 
         return body
     user, client_id = client_of(ctx, header.client_id)
     now = now_ms()
-    seconds = max(elapsed_s - ctx.extra.get("waited_s", 0.0), 0.0)
+    seconds = _handling_seconds(managers, ctx, elapsed_s)
     if api == PRODUCE_KEY:
         bandwidth = managers.produce.record_and_get_throttle_time_ms(user, client_id, request_size, now)
         # acks=0 is exempt from the request quota; its bandwidth still mutes the channel
@@ -76,7 +87,7 @@ def fetch_throttle_ms(ctx: Any, header: Any, request: Any, response_size: int, e
     ctx.extra["quota_recorded"] = True
     user, client_id = client_of(ctx, header.client_id)
     now = now_ms()
-    spent = managers.request_throttle_ms(user, client_id, max(elapsed_s - ctx.extra.get("waited_s", 0.0), 0.0), now)
+    spent = managers.request_throttle_ms(user, client_id, _handling_seconds(managers, ctx, elapsed_s), now)
     bandwidth = managers.fetch.record_and_get_throttle_time_ms(user, client_id, response_size, now)
     throttle = max(spent, bandwidth)
     if throttle > 0:

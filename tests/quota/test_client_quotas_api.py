@@ -254,3 +254,28 @@ def test_a_default_user_quota_applies_to_the_anonymous_principal() -> None:
             assert conn.send(0, body, 9).throttle_time_ms == 0
         finally:
             conn.close()
+
+
+def test_request_percentage_counts_handling_not_waiting() -> None:
+    with running_broker() as running:
+        conn = BrokerConnection(running.host, running.port, client_id="poller")
+        try:
+            create = request_class(19)
+            conn.send(19, create(topics=[create.CreatableTopic(name="w", num_partitions=1, replication_factor=1)],
+                                 timeout_ms=30000))
+            # 5 % of a thread: 0.5 s of handling over the 10 s span the rate starts with
+            assert alter(conn, [({"client-id": "poller"}, [("request_percentage", 5.0)])]) == {
+                (("client-id", "poller"),): (0, None)}
+            F = request_class(1)
+            body = F(replica_id=-1, max_wait_ms=1500, min_bytes=1, max_bytes=1 << 20, isolation_level=0, session_id=0,
+                     session_epoch=-1, topics=[F.FetchTopic(topic="w", partitions=[F.FetchPartition(
+                         partition=0, fetch_offset=0, partition_max_bytes=1 << 20, current_leader_epoch=-1,
+                         log_start_offset=-1)])], forgotten_topics_data=[], rack_id="")
+            started = time.monotonic()
+            for _ in range(2):
+                answer = conn.send(1, body, 11)
+                # 1.5 s of long poll each (30 % of the span if it counted), a millisecond of work
+                assert answer.throttle_time_ms == 0
+            assert time.monotonic() - started >= 2.9
+        finally:
+            conn.close()
