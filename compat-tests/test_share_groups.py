@@ -426,7 +426,8 @@ def _earliest_group(bootstrap: str) -> tuple[str, str, int]:
     from confluent_kafka import Producer, ShareConsumer
     from confluent_kafka.admin import AdminClient, NewTopic
 
-    for f in AdminClient({"bootstrap.servers": bootstrap}).create_topics([NewTopic("cfg", 1, 1)]).values():
+    admin = AdminClient({"bootstrap.servers": bootstrap})
+    for f in admin.create_topics([NewTopic("cfg", 1, 1)]).values():
         f.result(30)
     alter = run_java_tool(CONFIG_COMMAND, ["--bootstrap-server", bootstrap, "--alter", "--entity-type", "groups",
                                            "--entity-name", "cfg-group", "--add-config",

@@ -18,7 +18,7 @@ from ..wire.errors import ErrorCode
 log = logging.getLogger(__name__)
 
 GROUP = 32
-SOURCE_DEFAULT, SOURCE_GROUP_CONFIG = 5, 8  # DescribeConfigs ConfigSource
+SOURCE_STATIC_BROKER, SOURCE_DEFAULT, SOURCE_GROUP_CONFIG = 4, 5, 8  # DescribeConfigs ConfigSource
 BOOLEAN, STRING, INT = 1, 2, 3  # DescribeConfigs ConfigType
 
 
@@ -93,11 +93,14 @@ def group_configs(broker: Any) -> dict[str, dict[str, str]]:
     return {name: dict(values) for (rtype, name), values in configs.items() if rtype == GROUP}
 
 
-def _default(broker: Any, spec: GroupConfigDef) -> str:
+def _default(broker: Any, key: str, spec: GroupConfigDef) -> tuple[str, str, int]:
+    """(synonym name, value, source) a group without the config falls back to: the broker's
+    setting if configured (STATIC_BROKER_CONFIG), else Kafka's default under the broker's name
+    (or the group config's own name when no broker setting backs it)."""
     raw = getattr(getattr(broker, "config", None), "raw", {}) or {}
     if spec.broker_key is not None and spec.broker_key in raw:
-        return str(raw[spec.broker_key])
-    return spec.default
+        return spec.broker_key, str(raw[spec.broker_key]), SOURCE_STATIC_BROKER
+    return spec.broker_key or key, spec.default, SOURCE_DEFAULT
 
 
 def alter_group_configs(broker: Any, resource: Any, validate_only: bool,
@@ -147,12 +150,15 @@ def describe_group_configs(broker: Any, resource: Any, version: int, include_syn
         if wanted is not None and key not in wanted:
             continue
         dynamic = key in values
-        value = values[key] if dynamic else _default(broker, spec)
-        source = SOURCE_GROUP_CONFIG if dynamic else SOURCE_DEFAULT
+        fallback_name, fallback, fallback_source = _default(broker, key, spec)
+        value = values[key] if dynamic else fallback
+        source = SOURCE_GROUP_CONFIG if dynamic else fallback_source
+        # Kafka lists the group's value, then what it falls back to
+        synonyms = [Synonym(name=key, value=value, source=SOURCE_GROUP_CONFIG)] if dynamic else []
+        synonyms.append(Synonym(name=fallback_name, value=fallback, source=fallback_source))
         entries.append(Entry(
             name=key, value=value, read_only=False, is_default=not dynamic and version == 0, config_source=source,
-            is_sensitive=False,
-            synonyms=[Synonym(name=key, value=value, source=source)] if dynamic and include_synonyms else [],
+            is_sensitive=False, synonyms=synonyms if include_synonyms else [],
             config_type=spec.config_type if version >= 3 else 0, documentation=None))
     return result_cls.DescribeConfigsResult(error_code=0, error_message="", resource_type=GROUP,
                                             resource_name=name, configs=entries)
