@@ -198,7 +198,9 @@ async def handle_describe_share_group_offsets(ctx: RequestContext, header, reque
                 error_message=f"Group {g.group_id} is not a share group."))
             continue
         if g.topics is None:
-            wanted = {t: sorted(ps) for t, ps in (group.initialized if group is not None else {}).items()}
+            # every initialized partition of a topic that still exists
+            wanted = {t: sorted(ps) for t, ps in (group.initialized if group is not None else {}).items()
+                      if meta is not None and meta.get(t) is not None}
         else:
             wanted = {t.topic_name: list(t.partitions) for t in g.topics}
         topics = []
