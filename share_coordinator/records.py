@@ -101,18 +101,36 @@ def decode(key: bytes, value: bytes | None) -> tuple[int, Any, Any]:
 
 def merge(old: list[tuple[int, int, int, int]], new: list[tuple[int, int, int, int]],
           start_offset: int) -> list[tuple[int, int, int, int]]:
-    """State batches after an update: `new` wins where it overlaps `old`; nothing before the start offset."""
-    per: dict[int, tuple[int, int]] = {}
-    for first, last, state, count in [*old, *new]:
-        for offset in range(max(first, start_offset), last + 1):
-            per[offset] = (state, count)
+    """State batches after an update: `new` wins where it overlaps `old`; nothing before the start
+    offset; adjacent batches with the same state and count joined. Works on ranges, not offsets:
+    a window can hold many thousands of offsets."""
+    covered = sorted((f, la) for f, la, _, _ in new)
+    kept: list[tuple[int, int, int, int]] = []
+    for first, last, state, count in sorted(old):
+        pieces = [(first, last)]
+        for cf, cl in covered:
+            if cl < first or cf > last:
+                continue
+            nxt = []
+            for pf, pl in pieces:
+                if cl < pf or cf > pl:
+                    nxt.append((pf, pl))
+                    continue
+                if pf < cf:
+                    nxt.append((pf, cf - 1))
+                if cl < pl:
+                    nxt.append((cl + 1, pl))
+            pieces = nxt
+        kept.extend((pf, pl, state, count) for pf, pl in pieces)
     out: list[list[int]] = []
-    for offset in sorted(per):
-        state, count = per[offset]
-        if out and out[-1][1] == offset - 1 and out[-1][2] == state and out[-1][3] == count:
-            out[-1][1] = offset
+    for first, last, state, count in sorted([*kept, *new]):
+        first = max(first, start_offset)
+        if last < first:
+            continue
+        if out and out[-1][1] == first - 1 and out[-1][2] == state and out[-1][3] == count:
+            out[-1][1] = last
         else:
-            out.append([offset, offset, state, count])
+            out.append([first, last, state, count])
     return [tuple(b) for b in out]  # type: ignore[misc]
 
 

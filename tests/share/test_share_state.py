@@ -117,3 +117,37 @@ def test_share_group_records_round_trip():
     assert (again.group_epoch, again.assignment_epoch) == (group.group_epoch, group.assignment_epoch)
     assert again.members["a"].assigned == {"t": {0, 1}} and again.initialized == {"t": {0, 1}}
     assert [int.from_bytes(k[:2], "big") for k in desired] == [10, 11, 13, 12, 14, 15]
+
+
+def test_merge_on_ranges_equals_merging_offset_by_offset():
+    import random
+
+    def by_offset(old, new, start):
+        per = {}
+        for f, la, s, c in [*old, *new]:
+            for o in range(max(f, start), la + 1):
+                per[o] = (s, c)
+        out: list[list[int]] = []
+        for o in sorted(per):
+            s, c = per[o]
+            if out and out[-1][1] == o - 1 and out[-1][2] == s and out[-1][3] == c:
+                out[-1][1] = o
+            else:
+                out.append([o, o, s, c])
+        return [tuple(b) for b in out]
+
+    def batches(rng):
+        out, o = [], rng.randint(0, 5)
+        for _ in range(rng.randint(0, 6)):
+            f = o + rng.randint(0, 3)
+            la = f + rng.randint(0, 4)
+            out.append((f, la, rng.choice([0, 2, 4]), rng.randint(1, 3)))
+            o = la + 1
+        return out
+
+    rng = random.Random(26)
+    for _ in range(2000):
+        old, new, start = batches(rng), batches(rng), rng.randint(0, 10)
+        assert rec.merge(old, new, start) == by_offset(old, new, start), (old, new, start)
+    # a large window costs ranges, not offsets
+    assert rec.merge([(0, 10**9, 2, 1)], [(5, 5, 0, 2)], 0) == [(0, 4, 2, 1), (5, 5, 0, 2), (6, 10**9, 2, 1)]
