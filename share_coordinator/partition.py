@@ -95,6 +95,7 @@ class SharePartition:
         self.next_deadline = float("inf")
         #: offsets whose state changed since the last write to the share coordinator
         self.dirty: set[int] = set()
+        self._locked = 0  # offsets in ACQUIRED state
 
     # ---------------------------------------------------------------- queries
 
@@ -104,7 +105,7 @@ class SharePartition:
     def locked(self) -> int:
         """Records acquired (locked) now: ``group.share.partition.max.record.locks`` bounds these,
         not the window (Kafka's windows grow past it while records wait to be acknowledged)."""
-        return sum(1 for e in self.window.values() if e.state == ACQUIRED)
+        return self._locked
 
     def state_batches(self, changed_only: bool = False) -> list[tuple[int, int, int, int]]:
         """(first, last, state, delivery count) runs of the window (`changed_only`: of the offsets
@@ -140,6 +141,7 @@ class SharePartition:
             self.start_offset += 1
 
     def _give_back(self, offset: int, entry: _Offset, limit: int) -> None:
+        self._locked -= 1  # only acquired records are given back
         entry.state = ARCHIVED if entry.count >= limit else AVAILABLE
         entry.member = None
         self.dirty.add(offset)
@@ -229,6 +231,7 @@ class SharePartition:
                     full = True
                     break
                 locked += 1
+                self._locked += 1
                 entry.state = ACQUIRED
                 entry.count += 1
                 entry.member = member
@@ -280,10 +283,12 @@ class SharePartition:
             entry.member = None
             self.dirty.add(offset)
             if kind == ACCEPT:
+                self._locked -= 1
                 entry.state = ACKNOWLEDGED
             elif kind == RELEASE:
                 self._give_back(offset, entry, limit)
             else:  # REJECT, GAP
+                self._locked -= 1
                 entry.state = ARCHIVED
         return changed
 
@@ -291,6 +296,7 @@ class SharePartition:
         """AlterShareGroupOffsets: start again at `offset` with an empty window."""
         self.window.clear()
         self.dirty.clear()
+        self._locked = 0
         self.start_offset = self.end_offset = offset
         self.next_deadline = float("inf")
 

@@ -39,7 +39,11 @@ def _reader(data: bytes):
 
 def _acquire(sp: SharePartition, member: str, data: bytes, hw: int, max_records: int = 500, now: float = 0.0,
              max_locks: int = 2000):
-    return sp.acquire(member, max_records, now, 30.0, max_locks, hw, _reader(data))
+    # the kept count of locked records agrees with the window
+    assert sp.locked() == sum(1 for e in sp.window.values() if e.state == 1)
+    got = sp.acquire(member, max_records, now, 30.0, max_locks, hw, _reader(data))
+    assert sp.locked() == sum(1 for e in sp.window.values() if e.state == 1)
+    return got
 
 
 def test_acquires_whole_batches_up_to_max_records_and_returns_their_bytes():
