@@ -37,7 +37,7 @@ class Cluster:
     broker 4, is the controller; a second Java broker, 5, joins the Java broker 2 and the Odradek
     broker 3)."""
 
-    def __init__(self, root, controller_kind: str = "kafka") -> None:
+    def __init__(self, root, controller_kind: str = "kafka", extra_java: tuple[int, ...] = ()) -> None:
         require_tool("kafka-4.4.0")
         self.quorum = Quorum()
         self.kind = controller_kind
@@ -53,7 +53,9 @@ class Cluster:
             self.odradek = {n: OdradekBroker(root / f"node{n}", overrides=self.odradek_overrides(n)) for n in (3, 4)}
         self.java = KafkaNode(root / "node2", self.quorum, 2, roles=("broker",))
         if controller_kind == "combined":
-            self.extra_java[5] = KafkaNode(root / "node5", self.quorum, 5, roles=("broker",))
+            extra_java = (5, *extra_java)
+        for n in extra_java:
+            self.extra_java[n] = KafkaNode(root / f"node{n}", self.quorum, n, roles=("broker",))
 
     def odradek_overrides(self, node_id: int) -> dict[str, object]:
         return {"process.roles": "broker", "node.id": node_id, "cluster.id": CLUSTER_ID,

@@ -32,14 +32,53 @@ def _partition_count(ctx: RequestContext, name: str) -> int | None:
     return topic.partitions if topic is not None else None
 
 
-def _election_result(ctx: RequestContext, topic: str, partition: int) -> tuple[ErrorCode, str | None]:
+def _election_result(ctx: RequestContext, topic: str, partition: int,
+                     election_type: int = PREFERRED) -> tuple[ErrorCode, str | None]:
     count = _partition_count(ctx, topic)
     if count is None:
         return ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, f"No such topic as {topic}"
     if not 0 <= partition < count:
         return ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, f"No such partition as {topic}-{partition}"
+    controller = getattr(ctx.broker, "quorum_controller", None)
+    if controller is not None:
+        return _cluster_election(controller, topic, partition, election_type)
     # the only replica is this node, and it leads: both election types find nothing to do
     return ErrorCode.ELECTION_NOT_NEEDED, ELECTION_NOT_NEEDED_MESSAGE
+
+
+def _cluster_election(controller, topic: str, partition: int, election_type: int) -> tuple[ErrorCode, str | None]:
+    """ReplicationControlManager.electLeader on the controller of a cluster: the preferred replica
+    (the first) when it is in sync and alive, or for an unclean election a partition without a
+    leader gets one from its ISR, else any live replica."""
+    from ..kraft.records import new_record  # noqa: PLC0415
+
+    store = controller.store
+    state = store.image.topic(topic)
+    part = state.partitions[partition]
+    usable = set(controller.cluster.usable_brokers())
+    name = f"{topic}-{partition}"
+    if election_type == PREFERRED:
+        preferred = part.replicas[0] if part.replicas else -1
+        if part.leader == preferred:
+            return ErrorCode.ELECTION_NOT_NEEDED, ELECTION_NOT_NEEDED_MESSAGE
+        if preferred not in part.isr or preferred not in usable:
+            return (ErrorCode.PREFERRED_LEADER_NOT_AVAILABLE,
+                    f"Failed to elect leader for partition {name} under strategy "
+                    "PreferredReplicaPartitionLeaderElectionStrategy")
+        store.append_records([("PartitionChangeRecord", new_record(
+            "PartitionChangeRecord", partition_id=partition, topic_id=state.topic_id, leader=preferred))])
+        return ErrorCode.NONE, None
+    if part.leader >= 0 and part.leader in usable:
+        return ErrorCode.ELECTION_NOT_NEEDED, ELECTION_NOT_NEEDED_MESSAGE
+    clean = [b for b in part.isr if b in usable]
+    candidates = clean or [b for b in part.replicas if b in usable]
+    if not candidates:
+        return (ErrorCode.ELIGIBLE_LEADERS_NOT_AVAILABLE,
+                f"Failed to elect leader for partition {name} under strategy UncleanLeaderElectionStrategy")
+    fields = {"leader": candidates[0]} if clean else {"leader": candidates[0], "isr": [candidates[0]]}
+    store.append_records([("PartitionChangeRecord", new_record(
+        "PartitionChangeRecord", partition_id=partition, topic_id=state.topic_id, **fields))])
+    return ErrorCode.NONE, None
 
 
 @handles(ELECT_LEADERS_KEY, 0, supported_versions(ELECT_LEADERS_KEY)[1])
@@ -57,13 +96,20 @@ async def handle_elect_leaders(ctx: RequestContext, header, request) -> object:
             for t in request.topic_partitions or []])
     results = []
     if request.topic_partitions is None:
-        # every topic; partitions that need no election are left out (all of them here)
-        results = [R.ReplicaElectionResult(topic=name, partition_result=[]) for name in ctx.broker.metadata.topics]
+        # every topic; partitions that need no election are left out (all of them on one node)
+        for name, topic in ctx.broker.metadata.topics.items():
+            done = []
+            if getattr(ctx.broker, "quorum_controller", None) is not None:
+                for p in range(topic.partitions):
+                    code, message = _election_result(ctx, name, p, election_type)
+                    if code != ErrorCode.ELECTION_NOT_NEEDED:
+                        done.append(R.PartitionResult(partition_id=p, error_code=int(code), error_message=message))
+            results.append(R.ReplicaElectionResult(topic=name, partition_result=done))
     else:
         for wanted in request.topic_partitions:
             partitions = []
             for p in wanted.partitions:
-                code, message = _election_result(ctx, wanted.topic, p)
+                code, message = _election_result(ctx, wanted.topic, p, election_type)
                 partitions.append(R.PartitionResult(partition_id=p, error_code=int(code), error_message=message))
             results.append(R.ReplicaElectionResult(topic=wanted.topic, partition_result=partitions))
     return R(throttle_time_ms=0, error_code=0, replica_election_results=results)
@@ -104,7 +150,12 @@ async def handle_alter_partition_reassignments(ctx: RequestContext, header, requ
     for topic in request.topics:
         partitions = []
         for p in topic.partitions:
-            code, message = _reassignment_error(ctx, topic.name, p)
+            controller = getattr(ctx.broker, "quorum_controller", None)
+            if controller is not None:
+                code, message = _cluster_reassignment(ctx, controller, topic.name, p, header.api_version,
+                                                      request)
+            else:
+                code, message = _reassignment_error(ctx, topic.name, p)
             partitions.append(R.ReassignablePartitionResponse(partition_index=p.partition_index, error_code=int(code),
                                                               error_message=message))
         responses.append(R.ReassignableTopicResponse(name=topic.name, partitions=partitions))
@@ -113,7 +164,39 @@ async def handle_alter_partition_reassignments(ctx: RequestContext, header, requ
              responses=responses)
 
 
+def _cluster_reassignment(ctx: RequestContext, controller, topic: str, partition, version: int,
+                          request) -> tuple[ErrorCode, str | None]:
+    """The controller of a cluster moves the replicas (kraft.replication_control)."""
+    count = _partition_count(ctx, topic)
+    if count is None:
+        return ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, f"Unable to find a topic named {topic}."
+    index = partition.partition_index
+    if not 0 <= index < count:
+        return ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, f"Unable to find partition {topic}:{index}."
+    target = partition.replicas
+    if target is not None and not target:
+        return ErrorCode.INVALID_REPLICA_ASSIGNMENT, "The manual partition assignment includes an empty replica list."
+    if target is not None and version >= 1 and not request.allow_replication_factor_change:
+        state = ctx.broker.metadata_store.image.topic(topic).partitions[index]
+        current = [r for r in state.replicas if r not in state.adding]
+        if len(target) != len(current):
+            return (ErrorCode.INVALID_REPLICATION_FACTOR,
+                    "The replication factor is changed from " f"{len(current)} to {len(target)}")
+    return controller.replication.reassign(topic, index, list(target) if target is not None else None)
+
+
 @handles(LIST_PARTITION_REASSIGNMENTS_KEY, 0, supported_versions(LIST_PARTITION_REASSIGNMENTS_KEY)[1])
 async def handle_list_partition_reassignments(ctx: RequestContext, header, request) -> object:
-    # no reassignment is ever in progress on one node; Kafka skips unknown topics and partitions
-    return ListPartitionReassignmentsResponse(throttle_time_ms=0, error_code=0, error_message=None, topics=[])
+    R = ListPartitionReassignmentsResponse
+    controller = getattr(ctx.broker, "quorum_controller", None)
+    if controller is None:
+        # no reassignment is ever in progress on one node; Kafka skips unknown topics and partitions
+        return R(throttle_time_ms=0, error_code=0, error_message=None, topics=[])
+    wanted = None if request.topics is None else {(t.name, p) for t in request.topics for p in t.partition_indexes}
+    by_topic: dict[str, list] = {}
+    for name, index, replicas, adding, removing in controller.replication.ongoing_reassignments():
+        if wanted is None or (name, index) in wanted:
+            by_topic.setdefault(name, []).append(R.OngoingPartitionReassignment(
+                partition_index=index, replicas=replicas, adding_replicas=adding, removing_replicas=removing))
+    return R(throttle_time_ms=0, error_code=0, error_message=None, topics=[
+        R.OngoingTopicReassignment(name=name, partitions=parts) for name, parts in by_topic.items()])

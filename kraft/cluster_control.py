@@ -286,6 +286,11 @@ class ClusterControlManager:
         for topic in self.store.image.topics_by_id.values():
             for index, part in sorted(topic.partitions.items()):
                 if part.leader != broker_id:
+                    if broker_id in part.isr and len(part.isr) > 1:
+                        # a follower leaves the ISR of the partitions it is fenced from
+                        out.append(("PartitionChangeRecord", new_record(
+                            "PartitionChangeRecord", partition_id=index, topic_id=topic.topic_id,
+                            isr=[b for b in part.isr if b != broker_id])))
                     continue
                 others = [b for b in part.isr if b != broker_id and b in usable]
                 if others:

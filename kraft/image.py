@@ -43,6 +43,9 @@ class PartitionState:
     leader_epoch: int
     partition_epoch: int
     directories: list[Uuid]
+    #: an ongoing reassignment: the replicas being added, and those being removed
+    adding: list[int] = field(default_factory=list)
+    removing: list[int] = field(default_factory=list)
 
 
 @dataclass(slots=True)
@@ -164,7 +167,8 @@ class MetadataImage:
             log.warning("PartitionRecord for unknown topic id %s", m.topic_id)
             return
         topic.partitions[m.partition_id] = PartitionState(
-            list(m.replicas), list(m.isr), m.leader, m.leader_epoch, m.partition_epoch, list(m.directories or [])
+            list(m.replicas), list(m.isr), m.leader, m.leader_epoch, m.partition_epoch, list(m.directories or []),
+            list(m.adding_replicas or []), list(m.removing_replicas or [])
         )
 
     def _on_PartitionChangeRecord(self, m: Any) -> None:  # noqa: N802
@@ -178,6 +182,10 @@ class MetadataImage:
             part.replicas = list(m.replicas)
         if m.directories is not None:
             part.directories = list(m.directories)
+        if m.adding_replicas is not None:
+            part.adding = list(m.adding_replicas)
+        if m.removing_replicas is not None:
+            part.removing = list(m.removing_replicas)
         # a leader change starts a new leader epoch (Kafka's PartitionRegistration.merge)
         if m.leader != NO_LEADER_CHANGE:
             part.leader = m.leader

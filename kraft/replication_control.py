@@ -70,6 +70,10 @@ class ReplicationControlManager:
             out.append(R.TopicData(topic_name=topic.topic_name, topic_id=topic.topic_id, partitions=results))
         if records:
             self.store.append_records(records)
+            for name, index in {(t.topic_name if version < 2 else self.store.image.topics_by_id[t.topic_id].name, p.partition_index)
+                                for t in topics for p in t.partitions
+                                if (version < 2 or t.topic_id in self.store.image.topics_by_id)}:
+                self.maybe_complete_reassignment(name, index)
         return out
 
     def assign_replicas_to_dirs(self, broker_id: int, directories: list[Any]) -> list[Any]:
@@ -106,3 +110,81 @@ class ReplicationControlManager:
         if records:
             self.store.append_records(records)
         return out
+
+    # ------------------------------------------------------------------ reassignments
+
+    def reassign(self, topic: str, index: int, target: list[int] | None) -> tuple[ErrorCode, str | None]:
+        """AlterPartitionReassignments for one partition (Kafka's ReplicationControlManager): the
+        target replicas are added (replicas = target + those leaving, with adding/removing set),
+        and the move completes once the ISR holds the whole target; `target` None cancels."""
+        state = self.store.image.topic(topic)
+        part = state.partitions[index] if state is not None and index in state.partitions else None
+        if part is None:
+            return ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, f"Unable to find partition {topic}:{index}."
+        ongoing = bool(part.adding or part.removing)
+        original = [r for r in part.replicas if r not in part.adding]
+        if target is None:
+            if not ongoing:
+                return ErrorCode.NO_REASSIGNMENT_IN_PROGRESS, None
+            self._change(state.topic_id, index, part, original, leader_from=original)
+            return ErrorCode.NONE, None
+        registered = set(self.store.image.brokers) | ({self.cluster.node_id} if self.cluster.own_broker else set())
+        seen: set[int] = set()
+        for broker_id in target:
+            if broker_id not in registered:
+                return (ErrorCode.INVALID_REPLICA_ASSIGNMENT,
+                        f"The manual partition assignment includes broker {broker_id}, but no such broker is "
+                        "registered.")
+            if broker_id in seen:
+                return (ErrorCode.INVALID_REPLICA_ASSIGNMENT,
+                        f"The manual partition assignment includes the broker {broker_id} more than once.")
+            seen.add(broker_id)
+        if not ongoing and list(target) == part.replicas:
+            return ErrorCode.NONE, None
+        merged = list(target) + [r for r in original if r not in target]
+        adding = [r for r in target if r not in original]
+        removing = [r for r in original if r not in target]
+        self.store.append_records([("PartitionChangeRecord", new_record(
+            "PartitionChangeRecord", partition_id=index, topic_id=state.topic_id, replicas=merged,
+            isr=[r for r in part.isr if r in merged] or None, adding_replicas=adding, removing_replicas=removing,
+            **self._directories(part, merged)))])
+        self.maybe_complete_reassignment(topic, index)
+        return ErrorCode.NONE, None
+
+    def maybe_complete_reassignment(self, topic: str, index: int) -> None:
+        """Finish a move whose target replicas are all in sync: the leaving replicas go, and a
+        leader that leaves hands over to an in-sync target replica."""
+        state = self.store.image.topic(topic)
+        part = state.partitions.get(index) if state is not None else None
+        if part is None or not (part.adding or part.removing):
+            return
+        target = [r for r in part.replicas if r not in part.removing]
+        if not all(r in part.isr for r in target):
+            return
+        self._change(state.topic_id, index, part, target, leader_from=[r for r in target if r in part.isr])
+
+    def ongoing_reassignments(self) -> list[tuple[str, int, list[int], list[int], list[int]]]:
+        """(topic, partition, replicas, adding, removing) of every move in progress."""
+        out = []
+        for topic in self.store.image.topics_by_id.values():
+            for index, part in sorted(topic.partitions.items()):
+                if part.adding or part.removing:
+                    out.append((topic.name, index, list(part.replicas), list(part.adding), list(part.removing)))
+        return out
+
+    def _change(self, topic_id: Any, index: int, part: Any, replicas: list[int], leader_from: list[int]) -> None:
+        fields: dict[str, Any] = {"replicas": replicas, "isr": [r for r in part.isr if r in replicas],
+                                  "adding_replicas": [], "removing_replicas": [], **self._directories(part, replicas)}
+        if part.leader not in replicas:
+            usable = set(self.cluster.usable_brokers())
+            fields["leader"] = next((r for r in leader_from if r in usable), -1)
+        if not fields["isr"]:
+            fields["isr"] = [fields.get("leader", part.leader)] if fields.get("leader", part.leader) >= 0 else []
+        self.store.append_records([("PartitionChangeRecord", new_record(
+            "PartitionChangeRecord", partition_id=index, topic_id=topic_id, **fields))])
+
+    def _directories(self, part: Any, replicas: list[int]) -> dict[str, Any]:
+        if not part.directories:
+            return {}
+        known = dict(zip(part.replicas, part.directories, strict=False))
+        return {"directories": [known.get(r, self.store.default_dir(r)) for r in replicas]}
