@@ -122,55 +122,82 @@ def running_broker(
 
 
 @contextlib.contextmanager
-def _run_in_thread(host: str, settings: dict[str, str]) -> Iterator[RunningBroker]:
+def _trio_thread(main: Any, name: str, what: str) -> Iterator[Any]:
+    """Run ``main(ready)`` on a Trio loop in a daemon thread. ``await ready(value)`` hands ``value``
+    to the ``with`` block and returns when the block exits; ``main`` then stops what it started.
+    An exception before ``ready`` (or after it) is raised here as RuntimeError naming ``what``."""
     import trio
 
+    started: queue.Queue = queue.Queue()
+
+    async def wrapper() -> None:
+        async def ready(value: Any) -> None:
+            stop = trio.Event()
+            started.put((trio.lowlevel.current_trio_token(), stop, value))
+            await stop.wait()
+
+        await main(ready)
+
+    def thread_main() -> None:
+        try:
+            trio.run(wrapper)
+        except BaseException as exc:  # noqa: BLE001 - handed to the starting thread
+            started.put(exc)
+
+    thread = threading.Thread(target=thread_main, name=name, daemon=True)
+    thread.start()
+    item = started.get(timeout=START_TIMEOUT_S)
+    if isinstance(item, BaseException):
+        raise RuntimeError(f"the in-process Odradek {what} failed to start") from item
+    token, stop, value = item
+    try:
+        yield value
+    finally:
+        trio.from_thread.run_sync(stop.set, trio_token=token)
+        thread.join(timeout=START_TIMEOUT_S)
+        if not started.empty():
+            exc = started.get()
+            raise RuntimeError(f"the in-process Odradek {what} failed") from exc
+
+
+async def _serve_node(broker: Any, ready: Any, task_status: Any = None) -> None:
+    """Start one broker, serve until `ready(bound addresses)` returns, then shut it down cleanly
+    (`task_status`: hand the bound addresses to a parent nursery's `start` instead)."""
+    import trio
+
+    from .server import serve_listeners
+
+    await broker.startup()
+    try:
+        async with trio.open_nursery() as nursery:
+            bound = await nursery.start(serve_listeners, broker)
+            nursery.start_soon(broker.run_background_tasks)
+            if task_status is not None:
+                task_status.started(bound)
+            await ready(bound)
+            nursery.cancel_scope.cancel()
+    finally:
+        with trio.CancelScope(shield=True):
+            await broker.shutdown()
+
+
+@contextlib.contextmanager
+def _run_in_thread(host: str, settings: dict[str, str]) -> Iterator[RunningBroker]:
     from .broker import Broker
     from .config import BrokerConfig
     from .handlers.registry import load_handlers
-    from .server import serve_listeners
 
     # Port 0: the OS picks a free port at bind time (no race with other tests); Metadata
     # advertises the bound port.
     config = BrokerConfig.load(None, [f"listeners=PLAINTEXT://{host}:0", *(f"{k}={v}" for k, v in settings.items())])
     load_handlers()
     broker = Broker(config)
-    started: queue.Queue = queue.Queue()
 
-    async def main() -> None:
-        stop = trio.Event()
-        await broker.startup()
-        try:
-            async with trio.open_nursery() as nursery:
-                bound = await nursery.start(serve_listeners, broker)
-                nursery.start_soon(broker.run_background_tasks)
-                started.put((trio.lowlevel.current_trio_token(), stop, bound))
-                await stop.wait()
-                nursery.cancel_scope.cancel()
-        finally:
-            with trio.CancelScope(shield=True):
-                await broker.shutdown()
+    async def main(ready: Any) -> None:
+        await _serve_node(broker, ready)
 
-    def thread_main() -> None:
-        try:
-            trio.run(main)
-        except BaseException as exc:  # noqa: BLE001 - handed to the starting thread
-            started.put(exc)
-
-    thread = threading.Thread(target=thread_main, name="odradek-broker", daemon=True)
-    thread.start()
-    item = started.get(timeout=START_TIMEOUT_S)
-    if isinstance(item, BaseException):
-        raise RuntimeError("the in-process Odradek broker failed to start") from item
-    token, stop, bound = item
-    try:
+    with _trio_thread(main, "odradek-broker", "broker") as bound:
         yield RunningBroker(bound[0][0], bound[0][1], Path(), dict(settings), True, broker=broker)
-    finally:
-        trio.from_thread.run_sync(stop.set, trio_token=token)
-        thread.join(timeout=START_TIMEOUT_S)
-        if not started.empty():
-            exc = started.get()
-            raise RuntimeError("the in-process Odradek broker failed") from exc
 
 
 @dataclass
@@ -254,67 +281,38 @@ def _run_cluster_in_thread(nodes: list[dict[str, str]]) -> Iterator[list[Running
     from .broker import Broker
     from .config import BrokerConfig
     from .handlers.registry import load_handlers
-    from .server import serve_listeners
 
     load_handlers()
-    started: queue.Queue = queue.Queue()
     objects = [Broker(BrokerConfig.load(None, [f"{k}={v}" for k, v in settings.items()])) for settings in nodes]
 
-    async def run_node(broker: Any, stop: trio.Event, task_status: Any = trio.TASK_STATUS_IGNORED) -> None:
-        await broker.startup()
-        try:
-            async with trio.open_nursery() as nursery:
-                bound = await nursery.start(serve_listeners, broker)
-                nursery.start_soon(broker.run_background_tasks)
-                task_status.started(bound)
-                await stop.wait()
-                nursery.cancel_scope.cancel()
-        finally:
-            with trio.CancelScope(shield=True):
-                await broker.shutdown()
-
-    async def main() -> None:
+    async def main(ready: Any) -> None:
         controller_stop, brokers_stop = trio.Event(), trio.Event()
+
+        def until(event: trio.Event) -> Any:
+            async def wait(_bound: Any) -> None:
+                await event.wait()
+            return wait
+
         async with trio.open_nursery() as outer:
-            bound = [await outer.start(run_node, objects[0], controller_stop)]
+            bound = [await outer.start(_serve_node, objects[0], until(controller_stop))]
             async with trio.open_nursery() as inner:
                 for broker in objects[1:]:
-                    bound.append(await inner.start(run_node, broker, brokers_stop))
+                    bound.append(await inner.start(_serve_node, broker, until(brokers_stop)))
                 # ready once the controller has every broker registered and unfenced
                 image = objects[0].metadata_store.image
                 while len(image.alive_brokers()) < len(objects):
                     await trio.sleep(0.01)
-                stop = trio.Event()
-                started.put((trio.lowlevel.current_trio_token(), stop, bound))
-                await stop.wait()
-                brokers_stop.set()
+                await ready(bound)
+                brokers_stop.set()  # the brokers' controlled shutdowns need the controller
             controller_stop.set()
 
-    def thread_main() -> None:
-        try:
-            trio.run(main)
-        except BaseException as exc:  # noqa: BLE001 - handed to the starting thread
-            started.put(exc)
-
-    thread = threading.Thread(target=thread_main, name="odradek-cluster", daemon=True)
-    thread.start()
-    item = started.get(timeout=START_TIMEOUT_S)
-    if isinstance(item, BaseException):
-        raise RuntimeError("the in-process Odradek cluster failed to start") from item
-    token, stop, bound = item
-    running = []
-    for broker, addresses, settings in zip(objects, bound, nodes, strict=True):
-        host, port = next((a for a, lst in zip(addresses, broker.config.listeners, strict=False)
-                           if lst.name == "PLAINTEXT"), addresses[0])
-        running.append(RunningBroker(host, port, Path(settings["log.dirs"]), dict(settings), True, broker=broker))
-    try:
+    with _trio_thread(main, "odradek-cluster", "cluster") as bound:
+        running = []
+        for broker, addresses, settings in zip(objects, bound, nodes, strict=True):
+            host, port = next((a for a, lst in zip(addresses, broker.config.listeners, strict=False)
+                               if lst.name == "PLAINTEXT"), addresses[0])
+            running.append(RunningBroker(host, port, Path(settings["log.dirs"]), dict(settings), True, broker=broker))
         yield running
-    finally:
-        trio.from_thread.run_sync(stop.set, trio_token=token)
-        thread.join(timeout=START_TIMEOUT_S)
-        if not started.empty():
-            exc = started.get()
-            raise RuntimeError("the in-process Odradek cluster failed") from exc
 
 
 _LISTENING = re.compile(r"Listening on (\S+):(\d+) ")

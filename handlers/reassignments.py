@@ -115,19 +115,28 @@ async def handle_elect_leaders(ctx: RequestContext, header, request) -> object:
     return R(throttle_time_ms=0, error_code=0, replica_election_results=results)
 
 
-def _reassignment_error(ctx: RequestContext, topic: str, partition) -> tuple[ErrorCode, str | None]:
-    """Kafka's alterPartitionReassignment checks, in its order, for one partition."""
+def _unknown_partition(ctx: RequestContext, topic: str, partition) -> tuple[ErrorCode, str | None] | None:
+    """The first of Kafka's reassignment checks: the topic and partition exist, and a target is
+    not an empty list."""
     count = _partition_count(ctx, topic)
     if count is None:
         return ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, f"Unable to find a topic named {topic}."
     index = partition.partition_index
     if not 0 <= index < count:
         return ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, f"Unable to find partition {topic}:{index}."
+    if partition.replicas is not None and not partition.replicas:
+        return ErrorCode.INVALID_REPLICA_ASSIGNMENT, "The manual partition assignment includes an empty replica list."
+    return None
+
+
+def _reassignment_error(ctx: RequestContext, topic: str, partition) -> tuple[ErrorCode, str | None]:
+    """Kafka's alterPartitionReassignment checks, in its order, for one partition."""
+    found = _unknown_partition(ctx, topic, partition)
+    if found is not None:
+        return found
     if partition.replicas is None:
         # a cancellation; ApiError.fromThrowable drops a message equal to the error's default
         return ErrorCode.NO_REASSIGNMENT_IN_PROGRESS, None
-    if not partition.replicas:
-        return ErrorCode.INVALID_REPLICA_ASSIGNMENT, "The manual partition assignment includes an empty replica list."
     node = ctx.broker.node_id
     previous = None
     for broker_id in sorted(partition.replicas):
@@ -167,15 +176,11 @@ async def handle_alter_partition_reassignments(ctx: RequestContext, header, requ
 def _cluster_reassignment(ctx: RequestContext, controller, topic: str, partition, version: int,
                           request) -> tuple[ErrorCode, str | None]:
     """The controller of a cluster moves the replicas (kraft.replication_control)."""
-    count = _partition_count(ctx, topic)
-    if count is None:
-        return ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, f"Unable to find a topic named {topic}."
+    found = _unknown_partition(ctx, topic, partition)
+    if found is not None:
+        return found
     index = partition.partition_index
-    if not 0 <= index < count:
-        return ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, f"Unable to find partition {topic}:{index}."
     target = partition.replicas
-    if target is not None and not target:
-        return ErrorCode.INVALID_REPLICA_ASSIGNMENT, "The manual partition assignment includes an empty replica list."
     if target is not None and version >= 1 and not request.allow_replication_factor_change:
         state = ctx.broker.metadata_store.image.topic(topic).partitions[index]
         current = [r for r in state.replicas if r not in state.adding]

@@ -199,14 +199,17 @@ class TopicError(Exception):
 
 
 def _check_replicas(ctx: RequestContext, replication_factor: int, assignments) -> None:
+    """Kafka's checks of a manual assignment or a replication factor, against the registered
+    brokers: this node alone, or those of the cluster this node is the controller of."""
     controller = getattr(ctx.broker, "quorum_controller", None)
     if controller is not None:
-        _check_cluster_replicas(controller.cluster, replication_factor, assignments)
-        return
-    node = ctx.broker.node_id
+        cluster = controller.cluster
+        registered = set(cluster.store.image.brokers) | ({cluster.node_id} if cluster.own_broker else set())
+    else:
+        registered = {ctx.broker.node_id}
     if assignments:
         for assignment in assignments:
-            if any(b != node for b in assignment.broker_ids) or not assignment.broker_ids:
+            if any(b not in registered for b in assignment.broker_ids) or not assignment.broker_ids:
                 raise TopicError(ErrorCode.INVALID_REPLICA_ASSIGNMENT,
                                  f"The manual partition assignment includes broker(s) that are not registered: {assignment.broker_ids}")
             if len(set(assignment.broker_ids)) != len(assignment.broker_ids):
@@ -216,36 +219,19 @@ def _check_replicas(ctx: RequestContext, replication_factor: int, assignments) -
     if replication_factor == 0 or replication_factor < -1:
         raise TopicError(ErrorCode.INVALID_REPLICATION_FACTOR,
                          "Replication factor must be larger than 0, or -1 to use the default value.")
-    if replication_factor > 1:
+    if controller is not None:
+        from ..kraft.cluster_control import PlacementError  # noqa: PLC0415
+
+        try:
+            controller.cluster.check_replication_factor(max(replication_factor, 1))
+        except PlacementError as exc:
+            raise TopicError(exc.code, str(exc)) from None
+    elif replication_factor > 1:
         raise TopicError(
             ErrorCode.INVALID_REPLICATION_FACTOR,
             f"Unable to replicate the partition {replication_factor} time(s): The target replication factor of "
             f"{replication_factor} cannot be reached because only 1 broker(s) are registered.",
         )
-
-
-def _check_cluster_replicas(cluster, replication_factor: int, assignments) -> None:
-    """_check_replicas on the controller of a cluster: against the registered brokers."""
-    from ..kraft.cluster_control import PlacementError  # noqa: PLC0415
-
-    registered = set(cluster.store.image.brokers) | ({cluster.node_id} if cluster.own_broker else set())
-    if assignments:
-        for assignment in assignments:
-            missing = [b for b in assignment.broker_ids if b not in registered]
-            if missing or not assignment.broker_ids:
-                raise TopicError(ErrorCode.INVALID_REPLICA_ASSIGNMENT,
-                                 f"The manual partition assignment includes broker(s) that are not registered: {missing}")
-            if len(set(assignment.broker_ids)) != len(assignment.broker_ids):
-                raise TopicError(ErrorCode.INVALID_REPLICA_ASSIGNMENT,
-                                 "The manual partition assignment includes the same broker twice")
-        return
-    if replication_factor == 0 or replication_factor < -1:
-        raise TopicError(ErrorCode.INVALID_REPLICATION_FACTOR,
-                         "Replication factor must be larger than 0, or -1 to use the default value.")
-    try:
-        cluster.check_replication_factor(max(replication_factor, 1))
-    except PlacementError as exc:
-        raise TopicError(exc.code, str(exc)) from None
 
 
 def _ask_placement(broker, name: str, replication_factor: int, assignments) -> None:
