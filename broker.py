@@ -104,6 +104,8 @@ class Broker:
         # Kafka's Partition.makeLeader: each partition's leader epoch (from the metadata) starts
         # at its log's end offset
         for partition_log in self.log_manager.all_logs():
+            if metadata_store.serves_brokers and not self.leads(partition_log.topic, partition_log.partition):
+                continue  # a follower's epochs are its leader's (the ReplicaManager decides)
             partition_log.become_leader(self.partition_epoch_in_metadata(partition_log.topic, partition_log.partition))
         self.producer_ids = ProducerIdManager.after_logs(
             self.log_manager.all_logs(), self.metadata_store.allocate_producer_ids
@@ -131,6 +133,58 @@ class Broker:
             coordinator = self.coordinators.get(name)
             if coordinator is not None:
                 await coordinator.startup()
+        if metadata_store.serves_brokers:
+            self._start_replica_manager()
+
+    def _start_replica_manager(self) -> None:
+        """A combined node that is the controller of a cluster is one of its brokers: its
+        partitions' leadership and replication go through a ReplicaManager, as on any broker,
+        fed by its own metadata store (and its ISR changes go to its own controller)."""
+        from .cluster.alter_partition import AlterPartitionManager  # noqa: PLC0415
+        from .cluster.replica_fetcher import ReplicaFetcherManager  # noqa: PLC0415
+        from .cluster.replica_manager import ReplicaManager  # noqa: PLC0415
+        from .wire.protocol import response_class  # noqa: PLC0415
+
+        store, controller = self.metadata_store, self.quorum_controller
+        manager = self.replica_manager = ReplicaManager(self)
+        listener = storage.inter_broker_listener(self.config)
+
+        def endpoint(broker_id: int) -> tuple[str, int] | None:
+            node = next((b for b in self.metadata_cache.alive_brokers(listener) if b.node_id == broker_id), None)
+            return (node.host, node.port) if node is not None else None
+
+        async def to_controller(_api_key: int, body: Any) -> Any:
+            # AlterPartition to this node's own controller
+            return response_class(56)(error_code=0, topics=controller.replication.alter_partition(
+                self.node_id, body.topics, 3))
+
+        manager.fetchers = ReplicaFetcherManager(self.node_id, lambda: store.broker_epoch, endpoint)
+        manager.alter_partition = AlterPartitionManager(self.node_id, to_controller, lambda: store.broker_epoch,
+                                                        lambda: store.image, manager.maybe_increment_high_watermark)
+        controller.on_change.append(self.publish_metadata)
+        self._published = False
+        self.publish_metadata()
+
+    def publish_metadata(self) -> None:
+        """Bring leadership in line with this controller's metadata (Kafka's BrokerMetadataPublisher
+        on a combined node): the ReplicaManager, then the coordinators of the internal partitions."""
+        manager = self.replica_manager
+        if manager is None or self.metadata_store is None:
+            return
+        elected, resigned = manager.apply(self.metadata_store.image)
+        first, self._published = not self._published, True
+        if first:
+            return  # the coordinators loaded what this node leads at start-up
+        for name, topic in (("groups", "__consumer_offsets"), ("transactions", "__transaction_state")):
+            coordinator = self.coordinators.get(name)
+            if coordinator is None:
+                continue
+            gone = [p for t, p in resigned if t == topic]
+            new = [p for t, p in elected if t == topic]
+            if gone:
+                coordinator.on_resignation(gone)
+            if new:
+                coordinator.on_election(new)
 
     async def _startup_broker_only(self) -> None:
         """process.roles=broker: load the logs and the local copy of the metadata log; the
@@ -223,6 +277,17 @@ class Broker:
                 nursery.start_soon(self.broker_role.run)
             if self.quorum_controller is not None:
                 nursery.start_soon(self.quorum_controller.run)
+                if self.replica_manager is not None and self.broker_role is None:
+                    self.replica_manager.fetchers.start(nursery)
+                    self.replica_manager.alter_partition.nursery = nursery
+                    max_lag_ms = int(cfg.get("replica.lag.time.max.ms"))
+
+                    async def shrink_isrs() -> None:
+                        while True:
+                            await trio.sleep(max_lag_ms / 2000)
+                            self.replica_manager.shrink_isrs(max_lag_ms)
+
+                    nursery.start_soon(shrink_isrs)
             if self.txn_markers is not None and self.broker_role is None:
                 nursery.start_soon(self.txn_markers.run)
             # retention (Kafka's kafka-log-retention task) and the removal of .deleted files and
@@ -282,7 +347,9 @@ class Broker:
         partition_log = self.log_manager.create_log(
             topic.name, partition, topic.topic_id.bytes, self.topic_log_config(topic)
         )
-        partition_log.become_leader(self.partition_epoch_in_metadata(topic.name, partition))
+        if self.leads(topic.name, partition):
+            # (a follower's log takes its leader's epochs)
+            partition_log.become_leader(self.partition_epoch_in_metadata(topic.name, partition))
         return partition_log
 
     def partition_epoch_in_metadata(self, topic: str, partition: int) -> int:

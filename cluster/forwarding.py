@@ -10,6 +10,8 @@ import ipaddress
 import logging
 from collections.abc import Callable
 
+import trio
+
 from ..kraft.node_client import NodeConnection, NodeUnavailableError
 from ..kraft.observer import QuorumNode
 from ..wire.errors import ProtocolError
@@ -19,6 +21,9 @@ from ..wire.schema import codec, message_class
 log = logging.getLogger(__name__)
 
 ENVELOPE = 58
+#: How long a forwarded request waits for an unreachable controller before the client is cut off.
+FORWARD_RETRY_S = 15.0
+RETRY_BACKOFF_S = 0.2
 
 #: The APIs a KRaft broker forwards to the controller (those Kafka marks forwardable).
 FORWARDED_APIS = frozenset({
@@ -57,6 +62,7 @@ class ForwardingManager:
         self.controller = controller
         self._conn: NodeConnection | None = None
         self._conn_node: QuorumNode | None = None
+        self._retired: list[NodeConnection] = []
 
     async def forward(self, frame: memoryview, api_key: int, api_version: int, principal: str,
                       peer: str) -> list:
@@ -90,19 +96,33 @@ class ForwardingManager:
 
     def _connection(self, node: QuorumNode) -> NodeConnection:
         if self._conn is None or self._conn_node != node:
+            if self._conn is not None:
+                # the controller moved: the old connection's socket is closed when it is dropped
+                self._retired.append(self._conn)
             self._conn = NodeConnection(node.host, node.port, client_id=f"broker-{self.node_id}-forwarding",
                                         node_id=node.node_id)
             self._conn_node = node
         return self._conn
 
     async def _send(self, body: object) -> object:
-        node = self.controller()
-        if node is None:
-            raise NodeUnavailableError("no active controller known")
-        _v, resp = await self._connection(node).request(ENVELOPE, body)
-        return resp
+        """Send an envelope to the active controller, retrying while it is unreachable (a
+        controller that restarted or moved) for up to FORWARD_RETRY_S, as Kafka's forwarding
+        retries until the request's timeout."""
+        deadline = trio.current_time() + FORWARD_RETRY_S
+        while True:
+            node = self.controller()
+            try:
+                if node is None:
+                    raise NodeUnavailableError("no active controller known")
+                _v, resp = await self._connection(node).request(ENVELOPE, body)
+                return resp
+            except NodeUnavailableError:
+                if trio.current_time() >= deadline:
+                    raise
+                await trio.sleep(RETRY_BACKOFF_S)
 
     async def close(self) -> None:
-        if self._conn is not None:
-            await self._conn.close()
-            self._conn = None
+        for conn in [*self._retired, *([self._conn] if self._conn is not None else [])]:
+            await conn.close()
+        self._retired.clear()
+        self._conn = None

@@ -143,6 +143,11 @@ class ReplicaManager:
                     # Kafka makes the log of a replica it hosts, leader or follower
                     config = LogConfig.from_props(configs, base=broker.default_log_config)
                     existing = broker.log_manager.get_log(topic.name, index)
+                    if existing is None and topic.name in broker.topics_being_created:
+                        # CreateTopics on this controller is making its logs off the event loop:
+                        # the publish after it leads them
+                        part.leader = part.leader_epoch = -1
+                        continue
                     if existing is None and self.defer_log_creation:
                         self.missing[key] = (topic.topic_id.bytes, config)
                         # not led (nor followed) until its log exists: the apply after it is made does it

@@ -2,7 +2,8 @@
 of either kind, and every replica's log is the leader's, byte for byte.
 
 One cluster per controller kind: a controller (Kafka 4.4.0, or `odradek serve` with
-process.roles=controller), two Kafka 4.4.0 brokers (2 and 5) and two Odradek brokers (3 and 4).
+process.roles=controller), two Kafka 4.4.0 brokers (2 and 5) and two Odradek brokers (3 and 4);
+or the Odradek broker 4 is a combined node and the controller of the others.
 Topics have replication factor 3 and min.insync.replicas=2; producers use acks=all.
 """
 
@@ -25,7 +26,7 @@ JAVA = {2, 5}
 ODRADEK = {3, 4}
 
 
-@pytest.fixture(scope="module", params=["kafka-controller", "odradek-controller"])
+@pytest.fixture(scope="module", params=["kafka-controller", "odradek-controller", "combined-controller"])
 def cluster(request, tmp_path_factory):
     c = Cluster(tmp_path_factory.mktemp("replication"), request.param.split("-")[0], extra_java=(5,))
     try:
@@ -90,6 +91,11 @@ def _assert_identical(cluster: Cluster, topic: str, state: dict) -> None:
                 f"{topic}-{partition}: broker {broker}'s replica differs from leader {leader}'s")
 
 
+def _stoppable(cluster: Cluster) -> list[int]:
+    """The Odradek brokers a test may stop (not a combined node that is the controller)."""
+    return [b for b in sorted(ODRADEK) if cluster.brokers[b] is not cluster.controller]
+
+
 def _produce(bootstrap: str, topic: str, values: list[str], partitions: int) -> None:
     errors: list[object] = []
     producer = CKProducer({"bootstrap.servers": bootstrap, "acks": "all", "enable.idempotence": True,
@@ -125,7 +131,7 @@ def test_a_follower_catches_up_from_far_behind(cluster) -> None:
     topic = "rf3-catch-up"
     _create(cluster, topic, 4)
     _wait_in_sync(cluster, topic)
-    behind = cluster.odradek[4]
+    behind = cluster.brokers[_stoppable(cluster)[-1]]
     assert behind.stop() == 0
     # the others go on: 2 of 3 replicas in sync meet min.insync.replicas=2
     _produce(cluster.java.bootstrap, topic, [f"while-away-{i}" for i in range(4000)], 4)
@@ -142,7 +148,7 @@ def test_leadership_moves_and_no_acknowledged_record_is_lost(cluster) -> None:
     acked = [f"before-{i}" for i in range(600)]
     _produce(cluster.java.bootstrap, topic, acked, 6)
     # the Odradek broker leading the most partitions stops; its partitions get new leaders
-    victim_id = max(ODRADEK, key=lambda b: sum(1 for leader, _r, _i in before.values() if leader == b))
+    victim_id = max(_stoppable(cluster), key=lambda b: sum(1 for leader, _r, _i in before.values() if leader == b))
     led = [p for p, (leader, _r, _i) in before.items() if leader == victim_id]
     assert led
     victim = cluster.brokers[victim_id]
@@ -169,6 +175,8 @@ def test_acks_all_needs_min_insync_replicas(cluster, kind) -> None:
     """A leader whose ISR fell below min.insync.replicas refuses acks=all with NOT_ENOUGH_REPLICAS,
     whichever kind leads (Kafka's own answer is the reference)."""
     leader, other = (3, 4) if kind == "odradek" else (2, 5)
+    if kind == "odradek" and cluster.kind == "combined":
+        leader, other = 4, 3  # the combined node leads; the broker it loses is the plain one
     topic = f"min-isr-{kind}-{uuid.uuid4().hex[:6]}"
     _create(cluster, topic, 1, assignment=[[leader, other]], min_isr=2)
     _wait_in_sync(cluster, topic)

@@ -174,18 +174,32 @@ async def handle_metadata(ctx: RequestContext, header, request) -> object:
 DESCRIBE_CLUSTER_KEY = 60
 DescribeClusterResponse = response_class(DESCRIBE_CLUSTER_KEY)
 # DescribeCluster endpoint types: 1 = brokers, 2 = controllers.
-ENDPOINT_BROKERS = 1
+ENDPOINT_BROKERS, ENDPOINT_CONTROLLERS = 1, 2
 
 
 @handles(DESCRIBE_CLUSTER_KEY, 0, supported_versions(DESCRIBE_CLUSTER_KEY)[1])
 async def handle_describe_cluster(ctx: RequestContext, header, request) -> object:
     broker = ctx.broker
     endpoint_type = request.endpoint_type if header.api_version >= 1 else ENDPOINT_BROKERS
-    if endpoint_type not in (ENDPOINT_BROKERS, 2):
+    if endpoint_type not in (ENDPOINT_BROKERS, ENDPOINT_CONTROLLERS):
         return DescribeClusterResponse(
             throttle_time_ms=0, error_code=int(ErrorCode.UNSUPPORTED_ENDPOINT_TYPE),
             error_message="Unsupported endpoint type", endpoint_type=endpoint_type, cluster_id=broker.cluster_id,
             controller_id=-1, brokers=[], cluster_authorized_operations=AUTHORIZED_OPERATIONS_OMITTED)
+    if endpoint_type == ENDPOINT_CONTROLLERS and getattr(broker, "quorum_controller", None) is not None:
+        # an admin client bootstrapping from the controllers (--bootstrap-controller): the voters,
+        # on the listener asked (ControllerApis.handleDescribeCluster); this node is the only one
+        from .quorum import controller_endpoint, quorum_of  # noqa: PLC0415
+
+        _name, host, port = controller_endpoint(ctx, await quorum_of(broker.metadata_store))
+        return DescribeClusterResponse(
+            throttle_time_ms=0, error_code=0, error_message=None, endpoint_type=endpoint_type,
+            cluster_id=broker.cluster_id, controller_id=broker.node_id,
+            brokers=[DescribeClusterResponse.DescribeClusterBroker(broker_id=broker.node_id, host=host, port=port,
+                                                                   rack=None, is_fenced=False)],
+            cluster_authorized_operations=(
+                operations_bits(ctx, RT_CLUSTER, ACL_CLUSTER, CLUSTER_OPERATIONS)
+                if request.include_cluster_authorized_operations else AUTHORIZED_OPERATIONS_OMITTED))
     return DescribeClusterResponse(
         throttle_time_ms=0,
         error_code=0,

@@ -68,7 +68,11 @@ async def _open_logs(broker, topic: Topic, first: int, end: int) -> None:
     dirs = broker._dirs_for_new_logs(topic.name, first, end)
     topic_id = topic.topic_id.bytes
     # the epochs of the PartitionRecords the caller has just persisted (0: new partitions)
-    wanted = [(index, d, broker.partition_epoch_in_metadata(topic.name, index))
+    store = getattr(broker, "metadata_store", None)
+    cluster = store is not None and store.serves_brokers
+    # (epoch -1: a follower's log, whose epochs come from its leader)
+    wanted = [(index, d, broker.partition_epoch_in_metadata(topic.name, index)
+               if not cluster or broker.leads(topic.name, index) else -1)
               for index, d in zip(range(first, end), dirs, strict=True)
               if manager.get_log(topic.name, index) is None and broker.hosts_replica(topic.name, index)]
 
@@ -78,7 +82,8 @@ async def _open_logs(broker, topic: Topic, first: int, end: int) -> None:
             for index, d, epoch in wanted:
                 plog = manager.open_new_log(topic.name, index, topic_id, config, d)
                 made.append(plog)
-                plog.become_leader(epoch)
+                if epoch >= 0:
+                    plog.become_leader(epoch)
         except BaseException:
             for plog in made:
                 plog.close_handlers()
@@ -143,6 +148,8 @@ async def create_topic(broker, name: str, partitions: int, configs: dict[str, st
         meta._add(topic)
     finally:
         creating.discard(name)
+    if (publish := getattr(broker, "publish_metadata", None)) is not None:
+        publish()  # a cluster's combined node leads what it just made
     log.info("Created topic %s with %d partitions, id %s", name, partitions, topic.topic_id.to_base64())
     # The new logs (~40 tracked objects per partition) live as long as the topic: keep them out
     # of the collector's full collections, as server.run_broker does with the start-up heap (they
@@ -165,9 +172,16 @@ async def ensure_internal_topic(broker, spec: tuple[str, int, dict[str, str]] | 
 async def add_partitions(broker, topic: Topic, new_total: int) -> None:
     """ClusterMetadata.add_partitions with the new logs made off the event loop (hold admin_lock)."""
     old = topic.partitions
-    await _persist(broker, "partitions", Topic(topic.name, topic.topic_id, new_total, topic.configs))
-    await _open_logs(broker, topic, old, new_total)
-    topic.partitions = new_total
+    creating = broker.topics_being_created
+    creating.add(topic.name)
+    try:
+        await _persist(broker, "partitions", Topic(topic.name, topic.topic_id, new_total, topic.configs))
+        await _open_logs(broker, topic, old, new_total)
+        topic.partitions = new_total
+    finally:
+        creating.discard(topic.name)
+    if (publish := getattr(broker, "publish_metadata", None)) is not None:
+        publish()
     gc.freeze()  # long-lived, like create_topic's logs
 
 

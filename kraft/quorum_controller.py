@@ -40,8 +40,16 @@ class QuorumController:
         self.cluster = ClusterControlManager(store, cluster_id, session_timeout_ms=session_timeout_ms,
                                              own_broker=store.is_broker)
         self.replication = ReplicationControlManager(store, self.cluster)
-        store.on_flushed = self.raft.notify_appended
+        #: called after every change of the metadata (a combined node's broker side publishes it)
+        self.on_change: list[Any] = []
+        store.on_flushed = self._changed
         store.placement = self.cluster.place
+        store.leadership_loss = self.cluster._leadership_loss  # noqa: SLF001 - the controller's own records
+
+    def _changed(self) -> None:
+        self.raft.notify_appended()
+        for listener in self.on_change:
+            listener()
 
     async def run(self) -> None:
         await self.cluster.run()

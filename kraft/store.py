@@ -122,6 +122,8 @@ class MetadataStore:
         self.placement: Callable[[str, int, int], list[list[int]]] | None = None
         #: called once appended records are on disk (the Raft leader wakes waiting fetches)
         self.on_flushed: Callable[[], None] | None = None
+        #: the records that take a broker's leaderships away (kraft.cluster_control), for `resign`
+        self.leadership_loss: Callable[[int], list[tuple[str, Any]]] | None = None
 
     # ------------------------------------------------------------------ start-up
 
@@ -273,6 +275,9 @@ class MetadataStore:
             for index, part in sorted(topic.partitions.items()):
                 if self.node_id not in part.replicas:
                     continue  # another broker's (a controller of a cluster)
+                if self.serves_brokers and (part.leader not in (-1, self.node_id)
+                                            or (part.isr and self.node_id not in part.isr)):
+                    continue  # led by another broker, or this replica is out of sync: not ours to take
                 if part.leader == self.node_id:
                     changes.append(self._fence(topic.topic_id, index))
                 changes.append(self._elect(topic.topic_id, index, part))
@@ -282,6 +287,10 @@ class MetadataStore:
         """Controlled shutdown: give up the leadership of every partition (leader -1), as Kafka's
         controller records it when the broker stops cleanly."""
         if self.log is None:
+            return
+        if self.leadership_loss is not None:
+            # the controller of a cluster: another in-sync replica takes over where there is one
+            self._append_chunked(self.leadership_loss(self.node_id))
             return
         changes = [self._fence(topic.topic_id, index)
                    for topic in self.image.topics_by_id.values()
@@ -305,7 +314,9 @@ class MetadataStore:
         """The PartitionChangeRecord that makes `broker` (default: this node) the leader again."""
         broker = self.node_id if broker is None else broker
         fields: dict[str, Any] = {"partition_id": index, "topic_id": topic_id, "leader": broker}
-        if part.isr != [broker]:
+        if len(part.replicas) > 1 and broker in part.isr:
+            pass  # a clean election: the ISR stays as it is
+        elif part.isr != [broker]:
             fields["isr"] = [broker]
         if self._elr():
             fields.update(eligible_leader_replicas=[], last_known_elr=[])
