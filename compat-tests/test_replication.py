@@ -43,7 +43,9 @@ def _admin(cluster: Cluster) -> AdminClient:
 def _create(cluster: Cluster, topic: str, partitions: int, assignment: list[list[int]] | None = None,
             min_isr: int = 2) -> None:
     admin = _admin(cluster)
-    spec = (NewTopic(topic, replica_assignment=assignment, config={"min.insync.replicas": str(min_isr)})
+    # (confluent-kafka 2.16 wants the partition count beside an assignment)
+    spec = (NewTopic(topic, num_partitions=len(assignment), replica_assignment=assignment,
+                     config={"min.insync.replicas": str(min_isr)})
             if assignment else NewTopic(topic, partitions, 3, config={"min.insync.replicas": str(min_isr)}))
     admin.create_topics([spec])[topic].result(30)
 
@@ -208,7 +210,8 @@ def test_more_partitions_of_a_replicated_topic_are_placed_with_its_replication_f
     topic = "rf3-grow"
     _create(cluster, topic, 2)
     _wait_in_sync(cluster, topic)
-    _admin(cluster).create_partitions([NewPartitions(topic, 5)])[topic].result(30)
+    admin = _admin(cluster)
+    admin.create_partitions([NewPartitions(topic, 5)])[topic].result(30)
     state = _wait_in_sync(cluster, topic)
     assert len(state) == 5 and all(len(replicas) == 3 for _l, replicas, _i in state.values())
 
