@@ -53,6 +53,7 @@ def configs(broker: BrokerProcess, *args: str) -> tuple[int, str, str]:
 
 
 USERS, CLIENTS, IPS = ("--entity-type", "users"), ("--entity-type", "clients"), ("--entity-type", "ips")
+ANONYMOUS = (*USERS, "--entity-name", "ANONYMOUS")  # the principal of a PLAINTEXT client
 
 ALTERATIONS: list[tuple[str, ...]] = [
     ("--alter", "--add-config", "producer_byte_rate=1024,consumer_byte_rate=2048", *USERS, "--entity-name", "alice"),
@@ -197,7 +198,8 @@ def test_raw_requests_get_the_same_answers(brokers) -> None:
 
 def _throttled_producer_run(broker: BrokerProcess, client_id: str) -> list[int]:
     """Produce ~400 kB as `client_id` (quota: 20 kB/s); the throttle times librdkafka reported."""
-    code, _, err = configs(broker, "--alter", "--add-config", "producer_byte_rate=20000", *CLIENTS,
+    # user ANONYMOUS + this client id: the most specific entity, whatever defaults the other tests set
+    code, _, err = configs(broker, "--alter", "--add-config", "producer_byte_rate=20000", *ANONYMOUS, *CLIENTS,
                            "--entity-name", client_id)
     assert code == 0, err
     throttles: list[int] = []
@@ -228,11 +230,15 @@ def _throttled_consumer_run(broker: BrokerProcess, client_id: str) -> tuple[int,
     """Write ~400 kB (no quota), then read it back as `client_id` (quota: 20 kB/s)."""
     # batches of at most 20 kB: a batch larger than the quota span's bytes is returned whole (the first
     # batch always is), so the consumer would be throttled for it again and again, on Kafka as here
+    code, _, err = configs(broker, "--alter", "--add-config", "producer_byte_rate=1000000000", *ANONYMOUS, *CLIENTS,
+                           "--entity-name", "unthrottled")
+    assert code == 0, err
+    time.sleep(0.5)
     producer = Producer({"bootstrap.servers": broker.bootstrap, "client.id": "unthrottled", "batch.size": 20000})
     for i in range(40):
         producer.produce("quota-consume", value=b"y" * 10000, key=str(i).encode())
     assert producer.flush(30) == 0
-    code, _, err = configs(broker, "--alter", "--add-config", "consumer_byte_rate=20000", *CLIENTS,
+    code, _, err = configs(broker, "--alter", "--add-config", "consumer_byte_rate=20000", *ANONYMOUS, *CLIENTS,
                            "--entity-name", client_id)
     assert code == 0, err
     time.sleep(0.5)
