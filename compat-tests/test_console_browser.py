@@ -431,7 +431,7 @@ def test_console_over_sasl_never_shows_the_password(odradek_broker_factory: Call
 
 def test_share_group_page(console: str, browser: object, broker: BrokerProcess, tmp_path: Path) -> None:
     """A share group (KIP-932) of Kafka's own console share consumer: type, member, assignment,
-    then the share-partition start offset (DescribeShareGroupOffsets) moving past what it read."""
+    then the share-partition's end offset and the lag DescribeShareGroupOffsets reports."""
     from confluent_kafka import Producer
     from confluent_kafka.admin import AdminClient, NewTopic
     from kafka_oracle import (
@@ -448,6 +448,24 @@ def test_share_group_page(console: str, browser: object, broker: BrokerProcess, 
     group = f"console-share-{uuid.uuid4().hex[:8]}"
     admin = AdminClient({"bootstrap.servers": broker.bootstrap})
     admin.create_topics([NewTopic(topic, 1, 1)])[topic].result(30)
+    # From the log start, so the records below are the group's whatever the moment its
+    # share-partition is first fetched (the default, latest, would race with the producer).
+    from odradek.console.admin import controller
+    from odradek.tools.client import KafkaClient, check
+    from odradek.wire.protocol import request_class
+
+    cls = request_class(44)
+    with KafkaClient(broker.bootstrap) as client:
+        response = client.send(44, cls(resources=[cls.AlterConfigsResource(
+            resource_type=32, resource_name=group, configs=[cls.AlterableConfig(
+                name="share.auto.offset.reset", config_operation=0, value="earliest")])], validate_only=False),
+            controller(client))
+        for r in response.responses:
+            check(r.error_code, r.error_message)
+    producer = Producer({"bootstrap.servers": broker.bootstrap})
+    for i in range(50):
+        producer.produce(topic, value=f"share-{i}".encode())
+    assert producer.flush(15) == 0
     out = (tmp_path / "share-consumer.out").open("wb")
     consumer = subprocess.Popen(
         [java_bin("java"), *FAST_JVM_OPTS, *TOOL_HEAP, *_log_config_args(KAFKA_4_4, None), "-cp",
@@ -458,10 +476,6 @@ def test_share_group_page(console: str, browser: object, broker: BrokerProcess, 
         browser.get(console + f"/#/group/{group}")  # type: ignore[attr-defined]
         wait_for(lambda: by_id(browser, "group-type").text == "share" and by_id(browser, "member-count").text == "1"
                  and f"{topic}-0" in by_id(browser, "members").text, "the share group with its member", timeout=60)
-        producer = Producer({"bootstrap.servers": broker.bootstrap})
-        for i in range(50):
-            producer.produce(topic, value=f"share-{i}".encode())
-        assert producer.flush(15) == 0
         wait_for(lambda: "share-49" in Path(out.name).read_text(), "the share consumer to read all 50")
         # Kafka 4.4 reports lag 0 once all is acknowledged, while the start offset it persists may
         # still be behind; the page shows what DescribeShareGroupOffsets says.
