@@ -88,6 +88,9 @@ BROKER_CONFIGS: dict[str, ConfigKey] = _keys(
     _k("controller.quorum.bootstrap.servers", _list, None,
        "host:port,... of controllers to find the quorum leader through (instead of controller.quorum.voters)."),
     _k("broker.heartbeat.interval.ms", _long, 2000, "How often a broker of a KRaft cluster heartbeats."),
+    _k("replica.selector.class", _str, None,
+       "org.apache.kafka.common.replica.RackAwareReplicaSelector sends consumers that name their rack "
+       "(client.rack) to an in-sync replica in it (KIP-392); unset: consumers read from the leader."),
     _k("replica.lag.time.max.ms", _long, 30000,
        "A follower that has not caught up with its leader's log end for this long leaves the ISR."),
     _k("broker.session.timeout.ms", _long, 9000,

@@ -99,6 +99,11 @@ class KRaftMetadataCache:
     def all_brokers(self, listener_name: str) -> list[BrokerNode]:
         return self._nodes(listener_name, [reg for _id, reg in sorted(self.image.brokers.items())])
 
+    def all_brokers_any_listener(self) -> list[BrokerNode]:
+        """Every registered broker (id, rack), whatever its listeners (host and port left empty)."""
+        return [BrokerNode(reg.broker_id, "", -1, reg.rack, bool(reg.fenced))
+                for _id, reg in sorted(self.image.brokers.items())]
+
     def controller_id(self) -> int:
         # KRaft brokers name a random alive broker as the controller: clients send controller-bound
         # requests there and the broker forwards them (KIP-590)

@@ -100,6 +100,31 @@ class ReplicaManager:
                          part.isr, out)
                 self.alter_partition.submit(part, [r for r in part.isr if r not in out])
 
+    def follower_read(self, topic: str, index: int) -> tuple[PartitionLog, int] | None:
+        """(log, leader epoch) of a partition this broker follows, for a consumer that may fetch
+        from its closest replica (KIP-392): it reads up to this follower's high watermark."""
+        part = self.partitions.get((topic, index))
+        if part is None or part.log is None or part.leader == self.node_id or self.node_id not in part.replicas:
+            return None
+        return part.log, part.leader_epoch
+
+    def preferred_read_replica(self, topic: str, index: int, client_rack: str, fetch_offset: int,
+                               racks: dict[int, str | None]) -> int:
+        """Kafka's Partition.findPreferredReadReplica with the RackAwareReplicaSelector: an in-sync
+        replica in the client's rack that has the fetch offset, the leader when it is in that rack
+        or none is; -1 when the leader is the answer (no redirect)."""
+        part = self.partitions.get((topic, index))
+        if part is None or part.leader != self.node_id or part.log is None or not client_rack:
+            return -1
+        if racks.get(self.node_id) == client_rack:
+            return -1
+        for replica in part.isr:
+            state = part.followers.get(replica)
+            if replica != self.node_id and state is not None and racks.get(replica) == client_rack \
+                    and state.log_end_offset >= fetch_offset >= part.log.log_start_offset:
+                return replica
+        return -1
+
     def isr_size(self, topic: str, index: int) -> int:
         part = self.partitions.get((topic, index))
         return len(part.isr) if part is not None else 0

@@ -37,9 +37,11 @@ class Cluster:
     broker 4, is the controller; a second Java broker, 5, joins the Java broker 2 and the Odradek
     broker 3)."""
 
-    def __init__(self, root, controller_kind: str = "kafka", extra_java: tuple[int, ...] = ()) -> None:
+    def __init__(self, root, controller_kind: str = "kafka", extra_java: tuple[int, ...] = (),
+                 broker_overrides: dict[int, dict[str, object]] | None = None) -> None:
         require_tool("kafka-4.4.0")
         self.quorum = Quorum()
+        self.broker_overrides = broker_overrides or {}
         self.kind = controller_kind
         self.extra_java: dict[int, object] = {}
         if controller_kind == "combined":
@@ -51,15 +53,18 @@ class Cluster:
             self.controller = (KafkaNode(root / "node1", self.quorum, 1, roles=("controller",))
                                if controller_kind == "kafka" else odradek_controller(root / "node1", self.quorum, 1))
             self.odradek = {n: OdradekBroker(root / f"node{n}", overrides=self.odradek_overrides(n)) for n in (3, 4)}
-        self.java = KafkaNode(root / "node2", self.quorum, 2, roles=("broker",))
+        self.java = KafkaNode(root / "node2", self.quorum, 2, roles=("broker",),
+                              overrides=self.broker_overrides.get(2))
         if controller_kind == "combined":
             extra_java = tuple(dict.fromkeys((5, *extra_java)))
         for n in extra_java:
-            self.extra_java[n] = KafkaNode(root / f"node{n}", self.quorum, n, roles=("broker",))
+            self.extra_java[n] = KafkaNode(root / f"node{n}", self.quorum, n, roles=("broker",),
+                                           overrides=self.broker_overrides.get(n))
 
     def odradek_overrides(self, node_id: int) -> dict[str, object]:
         return {"process.roles": "broker", "node.id": node_id, "cluster.id": CLUSTER_ID,
-                "controller.quorum.voters": self.quorum.voters_config, "controller.listener.names": "CONTROLLER"}
+                "controller.quorum.voters": self.quorum.voters_config, "controller.listener.names": "CONTROLLER",
+                **self.broker_overrides.get(node_id, {})}
 
     @property
     def brokers(self) -> dict[int, object]:

@@ -33,11 +33,12 @@ BROKER_FETCH_MAX_BYTES = 55 * 1024 * 1024
 class _Read:
     """The outcome of reading one partition in one pass."""
 
-    __slots__ = ("key", "code", "hw", "lso", "log_start", "slices", "size", "aborted", "diverging")
+    __slots__ = ("key", "code", "hw", "lso", "log_start", "slices", "size", "aborted", "diverging", "preferred")
 
     def __init__(self, key, code=ErrorCode.NONE, hw=-1, lso=-1, log_start=-1, slices=(), size=0, aborted=None,
-                 diverging=None):
+                 diverging=None, preferred=-1):
         self.key = key
+        self.preferred = preferred  # KIP-392: the replica the consumer should fetch from instead
         self.diverging = diverging  # a follower's (epoch, end offset) where its log left this one's
         self.code = code
         self.hw = hw
@@ -49,7 +50,8 @@ class _Read:
 
 
 def _read_all(ctx: RequestContext, keys, cached: dict, use_ids: bool, max_bytes: int, committed: bool,
-              watch: list | None = None, follower: int = -1, last_epochs: dict | None = None) -> list[_Read]:
+              watch: list | None = None, follower: int = -1, last_epochs: dict | None = None,
+              client_rack: str = "") -> list[_Read]:
     """Read every partition once; `watch` collects the (topic, index) of the partitions read.
     `follower` >= 0: a replica's fetch (Kafka's FetchFromFollower): read up to the log end, the
     diverging epoch checked against its `last_epochs`, and its position given to the leader's Partition."""
@@ -67,11 +69,17 @@ def _read_all(ctx: RequestContext, keys, cached: dict, use_ids: bool, max_bytes:
             reads.append(_Read(key, code))
             continue
         plog = broker.partition_log(topic.name, index) if 0 <= index < topic.partitions else None
+        epoch = plog.leader_epoch if plog is not None else -1
+        if plog is None and client_rack and follower < 0 and 0 <= index < topic.partitions:
+            # KIP-392: a consumer that names its rack may read from this follower
+            found = broker.replica_manager.follower_read(topic.name, index)
+            if found is not None:
+                plog, epoch = found
         if plog is None:
             reads.append(_Read(key, broker.partition_error(topic.name, index) if 0 <= index < topic.partitions
                                else ErrorCode.UNKNOWN_TOPIC_OR_PARTITION))
             continue
-        epoch_error = leader_epoch_error(part.current_leader_epoch, plog.leader_epoch)
+        epoch_error = leader_epoch_error(part.current_leader_epoch, epoch)
         if epoch_error:
             reads.append(_Read(key, epoch_error))
             continue
@@ -90,6 +98,12 @@ def _read_all(ctx: RequestContext, keys, cached: dict, use_ids: bool, max_bytes:
             hw = plog.high_watermark
             lso = getattr(plog, "last_stable_offset", hw)
             limit = None  # a follower copies everything the leader has
+        elif client_rack and _rack_aware(broker):
+            preferred = broker.replica_manager.preferred_read_replica(
+                topic.name, index, client_rack, part.fetch_offset, _racks(broker))
+            if preferred >= 0:
+                reads.append(_Read(key, ErrorCode.NONE, hw, lso, plog.log_start_offset, preferred=preferred))
+                continue
         try:
             data = plog.read(part.fetch_offset, min(part.max_bytes, remaining), limit, min_one)
         except OffsetOutOfRangeError:
@@ -115,6 +129,20 @@ def _read_all(ctx: RequestContext, keys, cached: dict, use_ids: bool, max_bytes:
             remaining = max(0, remaining - size)
         reads.append(_Read(key, ErrorCode.NONE, hw, lso, plog.log_start_offset, data.slices, size, aborted))
     return reads
+
+
+#: Kafka's replica.selector.class that sends consumers to a replica in their rack (KIP-392).
+RACK_AWARE_SELECTOR = "org.apache.kafka.common.replica.RackAwareReplicaSelector"
+
+
+def _rack_aware(broker) -> bool:
+    return broker.config.get("replica.selector.class") == RACK_AWARE_SELECTOR and \
+        getattr(broker, "replica_manager", None) is not None
+
+
+def _racks(broker) -> dict[int, str | None]:
+    """broker id -> broker.rack of the registered brokers."""
+    return {b.node_id: b.rack for b in broker.metadata_cache.all_brokers_any_listener()}
 
 
 def _diverging(plog, fetch_offset: int, last_epoch: int) -> tuple[int, int] | None:
@@ -152,6 +180,8 @@ async def handle_fetch(ctx: RequestContext, header, request) -> object:
     follower = replica_id if replica_id >= 0 and getattr(ctx.broker, "replica_manager", None) is not None else -1
     last_epochs = {((t.topic_id if use_ids else t.topic), p.partition): p.last_fetched_epoch
                    for t in request.topics for p in t.partitions} if follower >= 0 and version >= 12 else None
+    rack = (request.rack_id or "") if version >= 11 and getattr(ctx.broker, "replica_manager", None) is not None \
+        else ""
     full: list = []
     for topic in request.topics:
         ref = topic.topic_id if use_ids else topic.topic
@@ -181,7 +211,7 @@ async def handle_fetch(ctx: RequestContext, header, request) -> object:
     deadline = time.monotonic() + max(request.max_wait_ms, 0) / 1000
     while True:
         watch: list = []
-        reads = _read_all(ctx, keys, cached, use_ids, max_bytes, committed, watch, follower, last_epochs)
+        reads = _read_all(ctx, keys, cached, use_ids, max_bytes, committed, watch, follower, last_epochs, rack)
         total = sum(r.size for r in reads)
         has_error = any(r.code != ErrorCode.NONE for r in reads)
         remaining = deadline - time.monotonic()
@@ -194,7 +224,7 @@ async def handle_fetch(ctx: RequestContext, header, request) -> object:
         # the long poll's wait is no handling time for the request quota
         ctx.extra["waited_s"] = ctx.extra.get("waited_s", 0.0) + time.perf_counter() - waiting
         if not woken:
-            reads = _read_all(ctx, keys, cached, use_ids, max_bytes, committed, None, follower, last_epochs)
+            reads = _read_all(ctx, keys, cached, use_ids, max_bytes, committed, None, follower, last_epochs, rack)
             break
     throttle_ms = fetch_throttle_ms(ctx, header, request, _response_size(reads, use_ids),
                                     time.perf_counter() - started)
@@ -203,7 +233,8 @@ async def handle_fetch(ctx: RequestContext, header, request) -> object:
         return FetchResponse(throttle_time_ms=throttle_ms, error_code=0,
                              session_id=session.session_id if session is not None and incremental else 0,
                              responses=[])
-    if (metrics := getattr(ctx.broker, "metrics", None)) is not None:  # BytesOutPerSec
+    if follower < 0 and (metrics := getattr(ctx.broker, "metrics", None)) is not None:
+        # BytesOutPerSec (Kafka counts a replica's fetches apart, as replication bytes)
         metrics.fetched_reads(reads, use_ids)
     # Kafka's FetchResponse.toMessage starts a new topic entry whenever the topic differs from the
     # previous partition's, so a request naming one topic twice (non-adjacent) is answered with two
@@ -232,7 +263,7 @@ async def handle_fetch(ctx: RequestContext, header, request) -> object:
             last_stable_offset=r.lso,
             log_start_offset=r.log_start,
             aborted_transactions=r.aborted,
-            preferred_read_replica=-1,
+            preferred_read_replica=r.preferred,
             records=list(r.slices) if r.slices else b"",
         )
         if r.diverging is not None:
