@@ -91,6 +91,11 @@ BROKER_CONFIGS: dict[str, ConfigKey] = _keys(
     _k("replica.selector.class", _str, None,
        "org.apache.kafka.common.replica.RackAwareReplicaSelector sends consumers that name their rack "
        "(client.rack) to an in-sync replica in it (KIP-392); unset: consumers read from the leader."),
+    # read by quota/ (QuotaManagers) from the raw properties; declared so they are known keys
+    ConfigKey("quota.window.num", _long, 11,
+              "How many samples of each client's byte and request rates are kept for client quotas.", "INT"),
+    ConfigKey("quota.window.size.seconds", _long, 1, "How long each client-quota sample spans, in seconds.",
+              "INT"),
     _k("replica.lag.time.max.ms", _long, 30000,
        "A follower that has not caught up with its leader's log end for this long leaves the ISR."),
     _k("broker.session.timeout.ms", _long, 9000,

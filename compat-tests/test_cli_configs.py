@@ -8,7 +8,8 @@
   lists them; --delete-config removes one and the login with it fails; the tool itself logs in as
   the new user through --command-config;
 * users --describe is compared with Kafka's tool on a real Kafka 4.1 broker and on Odradek (Kafka's
-  tool describes client quotas first: Odradek serves DescribeClientQuotas with no quotas).
+  tool describes client quotas first: Odradek stores and enforces client quotas, see docs/quotas.md,
+  and AlterClientQuotas needs ALTER_CONFIGS on the cluster).
 """
 
 from __future__ import annotations
