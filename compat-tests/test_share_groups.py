@@ -222,6 +222,9 @@ def test_share_group_java_and_librdkafka_consumers(share_driver, odradek_broker_
     assert _normalized(o_tools["state"])[0] == _normalized(k_tools["state"])[0]
     # GROUP COORDINATOR (ID) STATE #MEMBERS, the coordinator's address aside
     assert _mask(_mask(_normalized(o_tools["state"])[1], 1), 2) == _mask(_mask(_normalized(k_tools["state"])[1], 1), 2)
+    # while the five consumers share the records: Stable, 5 members, on both
+    live = [_mask(_mask(_normalized(t["state-live"])[1], 1), 2) for t in (o_tools, k_tools)]
+    assert live[0] == live[1] == f"{GROUP} * * Stable 5", (o_tools["state-live"], k_tools["state-live"])
     for name in ("reset", "describe-after-reset", "delete", "list-after-delete"):
         assert _normalized(o_tools[name]) == _normalized(k_tools[name]), (name, o_tools[name], k_tools[name])
 
