@@ -96,11 +96,17 @@ class SharePartition:
         #: offsets whose state changed since the last write to the share coordinator
         self.dirty: set[int] = set()
         self._locked = 0  # offsets in ACQUIRED state
+        # offsets in AVAILABLE state: where the next acquisition starts, without a scan of the window
+        self._available: set[int] = {o for o, e in self.window.items() if e.state == AVAILABLE}
 
     # ---------------------------------------------------------------- queries
 
     def in_flight(self) -> int:
         return self.end_offset - self.start_offset
+
+    def available(self) -> set[int]:
+        """Offsets of the window that may be acquired again."""
+        return self._available
 
     def locked(self) -> int:
         """Records acquired (locked) now: ``group.share.partition.max.record.locks`` bounds these,
@@ -145,6 +151,8 @@ class SharePartition:
         entry.state = ARCHIVED if entry.count >= limit else AVAILABLE
         entry.member = None
         self.dirty.add(offset)
+        if entry.state == AVAILABLE:
+            self._available.add(offset)
 
     def expire_locks(self, now: float, limit: int) -> bool:
         """Locks past their deadline go back (or to ARCHIVED at the delivery limit); True if any did
@@ -182,8 +190,7 @@ class SharePartition:
         log's batches from the one holding `offset`. With `aborted` (producer id, first offset of
         an aborted transaction: share.isolation.level=read_committed, `high_watermark` then the
         last stable offset) the records of aborted transactions are archived, never delivered."""
-        fetch_from = next((o for o in range(self.start_offset, self.end_offset)
-                           if self.window[o].state == AVAILABLE), self.end_offset)
+        fetch_from = min(self._available, default=self.end_offset)
         locked = self.locked()
         if locked >= max_locks or fetch_from >= high_watermark:
             return Acquired()
@@ -224,12 +231,14 @@ class SharePartition:
                 if entry.state != AVAILABLE:
                     continue
                 if control:
+                    self._available.discard(offset)
                     entry.state = ARCHIVED  # transaction markers and aborted records are never delivered
                     self.dirty.add(offset)
                     continue
                 if locked >= max_locks:
                     full = True
                     break
+                self._available.discard(offset)
                 locked += 1
                 self._locked += 1
                 entry.state = ACQUIRED
@@ -297,6 +306,7 @@ class SharePartition:
         self.window.clear()
         self.dirty.clear()
         self._locked = 0
+        self._available.clear()
         self.start_offset = self.end_offset = offset
         self.next_deadline = float("inf")
 

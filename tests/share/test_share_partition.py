@@ -39,11 +39,16 @@ def _reader(data: bytes):
 
 def _acquire(sp: SharePartition, member: str, data: bytes, hw: int, max_records: int = 500, now: float = 0.0,
              max_locks: int = 2000):
-    # the kept count of locked records agrees with the window
-    assert sp.locked() == sum(1 for e in sp.window.values() if e.state == 1)
+    # the kept count of locked records and set of available ones agree with the window
+    _consistent(sp)
     got = sp.acquire(member, max_records, now, 30.0, max_locks, hw, _reader(data))
-    assert sp.locked() == sum(1 for e in sp.window.values() if e.state == 1)
+    _consistent(sp)
     return got
+
+
+def _consistent(sp: SharePartition) -> None:
+    assert sp.locked() == sum(1 for e in sp.window.values() if e.state == 1)
+    assert sp.available() == {o for o, e in sp.window.items() if e.state == AVAILABLE}
 
 
 def test_acquires_whole_batches_up_to_max_records_and_returns_their_bytes():
