@@ -263,7 +263,10 @@ class BrokerRole:
             while manager.missing:
                 wanted, counts = manager.take_missing()
                 with trio.CancelScope(shield=True):
-                    made = await trio.to_thread.run_sync(manager.make_logs, wanted, counts)
+                    try:
+                        made = await trio.to_thread.run_sync(manager.make_logs, wanted, counts)
+                    finally:
+                        manager.in_flight -= set(wanted)
                     manager.register(made)
                 self._publish()
         finally:

@@ -39,6 +39,8 @@ class ReplicaManager:
         #: led partitions whose logs do not exist yet: `create_missing_logs` makes them in a worker
         #: thread (3-5 ms of file work and fsyncs each), then the next `apply` leads them
         self.missing: dict[tuple[str, int], tuple[bytes, LogConfig]] = {}
+        #: logs a worker thread is making right now
+        self.in_flight: set[tuple[str, int]] = set()
         #: False: make missing logs inside `apply`, on the caller's thread (no event loop to spare)
         self.defer_log_creation = False
         #: the follower side (cluster.replica_fetcher.ReplicaFetcherManager), set by the broker role
@@ -221,9 +223,15 @@ class ReplicaManager:
         return elected, resigned
 
     def take_missing(self) -> tuple[dict[tuple[str, int], tuple[bytes, LogConfig]], dict[Path, int]]:
-        """The logs `apply` found missing, and how many logs each dir holds (on the event loop)."""
-        wanted, self.missing = self.missing, {}
-        return wanted, self.broker.log_manager.log_counts_by_dir()
+        """The logs `apply` found missing, and how many logs each dir holds (on the event loop).
+        A log already registered or being made is not made again: opening a second PartitionLog on
+        a live partition's dir would recover (and rewrite) its files under it."""
+        manager = self.broker.log_manager
+        wanted = {k: v for k, v in self.missing.items()
+                  if k not in self.in_flight and manager.get_log(*k) is None}
+        self.missing = {}
+        self.in_flight |= set(wanted)
+        return wanted, manager.log_counts_by_dir()
 
     def make_logs(self, wanted: dict[tuple[str, int], tuple[bytes, LogConfig]],
                   counts: dict[Path, int]) -> list[tuple[LogConfig, PartitionLog]]:
@@ -246,6 +254,7 @@ class ReplicaManager:
     def register(self, made: list[tuple[LogConfig, PartitionLog]]) -> None:
         """Register logs from `make_logs` with the log manager; the next `apply` leads them."""
         manager = self.broker.log_manager
+        self.in_flight -= {(plog.topic, plog.partition) for _config, plog in made}
         for config, plog in made:
             part = self.partitions.get((plog.topic, plog.partition))
             if part is None or self.node_id not in part.replicas or part.topic_id.bytes != plog.topic_id:

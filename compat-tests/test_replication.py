@@ -183,8 +183,8 @@ def test_acks_all_needs_min_insync_replicas(cluster, kind) -> None:
     _create(cluster, topic, 1, assignment=[[leader, other]], min_isr=2)
     _wait_in_sync(cluster, topic)
     stopped = cluster.brokers[other]
-    assert stopped.stop() == 0
     try:
+        stopped.stop()  # (a JVM stopped by SIGTERM exits 143)
         deadline = time.time() + 30
         while time.time() < deadline and sorted(_state(cluster, topic)[0][2]) != [leader]:
             time.sleep(0.3)
