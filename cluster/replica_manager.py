@@ -207,6 +207,8 @@ class ReplicaManager:
                 else:
                     if was_leader:
                         resigned.append(key)
+                        # acks=all produces waiting on this partition answer NOT_LEADER_OR_FOLLOWER now
+                        broker.notify_appended([key])
                         log.info("[ReplicaManager broker=%d] No longer the leader of %s (leader %d, epoch %d)",
                                  self.node_id, part.name, state.leader, state.leader_epoch)
                     part.followers = {}

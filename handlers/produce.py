@@ -238,7 +238,11 @@ async def _wait_for_replicas(broker, results: list, timeout_ms: int) -> None:
         left = []
         for w in waits:
             partitions, slot, topic_name, index, partition_log, last = w
-            if partition_log.high_watermark > last:
+            if broker.partition_log(topic_name, index) is not partition_log:
+                # no longer the leader (Kafka's DelayedProduce: the client retries with the new one,
+                # and the same sequence numbers keep an idempotent producer's batch once)
+                partitions[slot] = _partition_error(index, ErrorCode.NOT_LEADER_OR_FOLLOWER)
+            elif partition_log.high_watermark > last:
                 if broker.replica_manager.isr_size(topic_name, index) < partition_log.config.min_insync_replicas:
                     partitions[slot] = _partition_error(index, ErrorCode.NOT_ENOUGH_REPLICAS_AFTER_APPEND)
             else:

@@ -1184,6 +1184,9 @@ class PartitionLog:
         if offset < 0:
             raise ValueError(f"cannot truncate {self.name} to a negative offset {offset}")
         if offset >= self.log_end_offset:
+            # Kafka truncates the epoch cache all the same: a broker that led may have recorded an
+            # epoch at its log end and appended nothing in it before another leader took over
+            self.leader_epoch_cache.truncate_from_end(self.log_end_offset)
             return False
         log.info("Truncating %s to offset %d (log end offset %d)", self.name, offset, self.log_end_offset)
         if self.segments[0].base_offset > offset:

@@ -86,3 +86,18 @@ def test_a_follower_appends_the_leaders_batches_as_they_are(tmp_path: Path) -> N
     assert follower.leader_epoch_cache.latest_epoch == 7
     leader.log.close()
     follower.close()
+
+
+def test_truncating_at_the_log_end_drops_an_empty_epoch_there(tmp_path: Path) -> None:
+    """Kafka's truncateTo at or past the log end still truncates the epoch cache: a broker that
+    became leader (an epoch at its log end) and appended nothing must not keep that epoch, or its
+    fetches as a follower diverge forever."""
+    part = _leader(tmp_path, [1, 2], [1, 2])
+    _append(part, 2)
+    part.log.become_leader(5)  # led in epoch 5 from offset 2, wrote nothing in it
+    assert part.log.leader_epoch_cache.entries[-1] == (5, 2)
+    assert part.log.truncate_to(2) is False
+    assert part.log.leader_epoch_cache.entries == [(0, 0)]
+    text = (tmp_path / "t-0" / "leader-epoch-checkpoint").read_text()
+    assert text == "0\n1\n0 0\n"
+    part.log.close()
