@@ -409,7 +409,9 @@ class Broker:
 
     def partition_error(self, topic: str, partition: int) -> ErrorCode:
         """What to answer for a partition `partition_log` has no log of: NOT_LEADER_OR_FOLLOWER when
-        another broker leads it, else UNKNOWN_TOPIC_OR_PARTITION."""
+        another broker leads it, KAFKA_STORAGE_ERROR when its log dir failed, else UNKNOWN_TOPIC_OR_PARTITION."""
+        if self.log_manager is not None and (topic, partition) in self.log_manager.offline_partitions:
+            return ErrorCode.KAFKA_STORAGE_ERROR
         if self.replica_manager is not None:
             return self.replica_manager.error_for(topic, partition)
         store = self.metadata_store

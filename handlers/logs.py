@@ -125,6 +125,11 @@ async def handle_describe_log_dirs(ctx: RequestContext, header, request) -> obje
         wanted = {(t.topic, p) for t in request.topics for p in t.partitions}
     results = []
     for log_dir in broker.config.log_dirs:
+        if not broker.log_manager.is_dir_online(log_dir):
+            # a failed dir (Kafka: KafkaStorageException): only the error, no sizes or partitions
+            results.append(R.DescribeLogDirsResult(error_code=int(ErrorCode.KAFKA_STORAGE_ERROR),
+                                                   log_dir=str(log_dir.resolve()), topics=[]))
+            continue
         by_topic: dict[str, list] = {}
         for plog in broker.log_manager.all_logs():
             if plog.dir.parent.resolve() != log_dir.resolve():

@@ -106,6 +106,8 @@ async def _alter_one(ctx: RequestContext, topic: str, partition: int, path: str)
     if target is None:
         return ErrorCode.LOG_DIR_NOT_FOUND
     broker = ctx.broker
+    if not broker.log_manager.is_dir_online(target):
+        return ErrorCode.KAFKA_STORAGE_ERROR  # Kafka: the destination dir is offline
     meta = broker.metadata.get(topic)
     if meta is None or not 0 <= partition < meta.partitions:
         return ErrorCode.UNKNOWN_TOPIC_OR_PARTITION

@@ -7,6 +7,7 @@ in a thread), `shutdown(broker_epoch)` at the end.
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import os
 import shutil
@@ -19,6 +20,7 @@ from pathlib import Path
 from . import files
 from .checkpoints import ORDER_ANYREFMAP, ORDER_HASHMAP_COPY, OffsetCheckpointFile
 from .config import LogConfig
+from .errors import KafkaStorageError
 from .metadata_files import FileLock, read_clean_shutdown_file, write_clean_shutdown_file
 from .partition_log import PartitionLog
 
@@ -41,6 +43,8 @@ class LogDir:
         self.high_watermarks: OffsetCheckpointFile | None = None
         self.cleaner_offsets: OffsetCheckpointFile | None = None
         self.all_loaded_ok = True
+        #: set once an I/O error hit the dir (Kafka's LogDirFailureChannel): it is never written again
+        self.offline = False
 
     def open_checkpoints(self) -> None:
         p = self.path
@@ -81,6 +85,8 @@ class LogManager:
         # Checkpoint files and the pending-deletes list are written from worker threads (periodic
         # checkpoints, topic creation and deletion off the event loop): one writer at a time.
         self._files_lock = threading.RLock()
+        #: partitions whose log was in a failed dir: served as KAFKA_STORAGE_ERROR, never re-created
+        self.offline_partitions: set[TopicPartition] = set()
 
     # -- configs --------------------------------------------------------------------------
     def config_for(self, topic: str) -> LogConfig:
@@ -198,15 +204,29 @@ class LogManager:
         return {d.path: counts[id(d)] for d in self.dirs}
 
     def _next_dir(self) -> LogDir:
+        online = self.online_dirs()
+        if not online:
+            raise KafkaStorageError("no log dir is online")
         counts = {id(d): 0 for d in self.dirs}
         for d in list(self._log_dir_of.values()):
             counts[id(d)] += 1
-        return min(self.dirs, key=lambda d: counts[id(d)])
+        return min(online, key=lambda d: counts[id(d)])
+
+    def online_dirs(self) -> list[LogDir]:
+        """The log dirs no I/O error has taken offline, in `log.dirs` order."""
+        return [d for d in self.dirs if not d.offline]
+
+    def is_dir_online(self, path: Path) -> bool:
+        """Whether `path` is a log dir of this manager that is online."""
+        resolved = Path(path).resolve()
+        return any(d.path.resolve() == resolved and not d.offline for d in self.dirs)
 
     def create_log(self, topic: str, partition: int, topic_id: bytes | uuid.UUID | None = None,
                    config: LogConfig | None = None) -> PartitionLog:
         """Get or create the log of a partition (in the dir with the fewest logs) and write partition.metadata."""
         tp = (topic, partition)
+        if tp in self.offline_partitions:
+            raise KafkaStorageError(f"the log dir of {topic}-{partition} is offline")
         if config is not None:
             self.topic_configs[topic] = config
         raw_id = topic_id.bytes if isinstance(topic_id, uuid.UUID) else topic_id
@@ -344,6 +364,55 @@ class LogManager:
                     keep.append((path, due))
             self._pending_deletes = keep
 
+    # -- log dir failure ------------------------------------------------------------------
+    @contextlib.contextmanager
+    def _failing_dir(self, d: LogDir, what: str):
+        """An OSError in the block takes `d` offline (Kafka: an IOException on a dir's file goes to
+        the LogDirFailureChannel); the caller goes on with the other dirs, as Kafka's checkpoints
+        log a KafkaStorageException and go on."""
+        try:
+            yield
+        except OSError as exc:
+            self.handle_dir_failure(d.path, f"Error while writing the {what} of {d.path}: {exc}")
+
+    def handle_dir_failure(self, path: Path, reason: str = "") -> list[TopicPartition]:
+        """Take a log dir offline after an I/O error (Kafka's ReplicaManager/LogManager
+        handleLogDirFailure): its logs stop being served (their partitions answer KAFKA_STORAGE_ERROR),
+        their file handles are closed, its lock is released, and no new log is placed there; the other
+        dirs keep serving. Returns the partitions taken offline (empty if the dir was offline already).
+        Safe from a worker thread: the logs leave the manager on the event loop (`run_exclusive`)."""
+        resolved = Path(path).resolve()
+        d = next((d for d in self.dirs if d.path.resolve() == resolved), None)
+        if d is None or d.offline:
+            return []
+        d.offline = True  # first: no checkpoint or placement uses it any more
+        log.error("Stopping serving replicas in dir %s because the log directory has failed: %s", d.path, reason)
+
+        def detach() -> list[tuple[PartitionLog, LogDir]]:
+            tps = [tp for tp, ld in list(self._log_dir_of.items()) if ld is d]
+            self.offline_partitions.update(tps)
+            return self.detach_logs(tps)
+
+        try:
+            detached = self.run_exclusive(detach)
+        except RuntimeError:  # already on the event loop (or no loop at all)
+            detached = detach()
+        for lg, _d in detached:  # type: ignore[union-attr]
+            try:
+                lg.close_handlers()
+            except OSError:
+                pass
+        try:
+            d.lock.destroy()
+        except OSError:
+            pass
+        tps = sorted((lg.topic, lg.partition) for lg, _d in detached)  # type: ignore[union-attr]
+        log.warning("Stopped serving %s: they are in the failed log dir %s",
+                    ", ".join(f"{t}-{p}" for t, p in tps) or "no partitions", d.path)
+        if not self.online_dirs():
+            log.critical("Every log dir has failed")
+        return tps
+
     # -- checkpoints ----------------------------------------------------------------------
     def _logs_in(self, d: LogDir) -> dict[TopicPartition, PartitionLog]:
         # list(): checkpoints run in worker threads while the event loop adds and removes logs
@@ -351,12 +420,16 @@ class LogManager:
 
     def _checkpoint_dir_recovery(self, d: LogDir) -> None:
         assert d.recovery_points is not None
-        with self._files_lock:
+        if d.offline:
+            return
+        with self._files_lock, self._failing_dir(d, "recovery point checkpoint"):
             d.recovery_points.write({tp: lg.recovery_point for tp, lg in self._logs_in(d).items()})
 
     def _checkpoint_dir_start(self, d: LogDir) -> None:
         assert d.log_start_offsets is not None
-        with self._files_lock:
+        if d.offline:
+            return
+        with self._files_lock, self._failing_dir(d, "log start offset checkpoint"):
             d.log_start_offsets.write({tp: lg.log_start_offset for tp, lg in self._logs_in(d).items()
                                        if lg.log_start_offset > lg.segments[0].base_offset})
 
@@ -374,10 +447,10 @@ class LogManager:
         """Write replication-offset-checkpoint in every dir that holds partitions (Kafka: every 5 s)."""
         for d in self.dirs:
             logs = self._logs_in(d)
-            if not logs:
+            if not logs or d.offline:
                 continue  # Kafka leaves it 0 bytes in a dir with no partitions
             assert d.high_watermarks is not None
-            with self._files_lock:
+            with self._files_lock, self._failing_dir(d, "high watermark checkpoint"):
                 d.high_watermarks.write({tp: lg.high_watermark for tp, lg in logs.items()})
 
     def cleanup_logs(self, now_ms: int | None = None) -> int:
@@ -425,7 +498,7 @@ class LogManager:
         if not self.started:
             return
         self.checkpoint_high_watermarks()
-        for d in self.dirs:
+        for d in self.online_dirs():
             logs = self._logs_in(d)
             for lg in logs.values():
                 lg.flush()

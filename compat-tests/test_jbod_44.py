@@ -1,0 +1,191 @@
+"""Oracle (issue #23, JBOD): three log dirs, Odradek against Kafka 4.4.0.
+
+* a failed dir: the third dir's high-watermark checkpoint cannot be written (its ``.tmp`` file is a
+  directory, an error root hits too, where ``chmod`` would not stop a root broker); both brokers take
+  that dir offline: its partitions answer KAFKA_STORAGE_ERROR to Produce, Fetch and ListOffsets,
+  the other dirs' partitions keep being served, DescribeLogDirs reports the dir with
+  KAFKA_STORAGE_ERROR and nothing else (not compared yet: Kafka's broker also reports the dir in its
+  heartbeat, and its controller then gives those partitions leader -1 and an empty ISR, which
+  Metadata shows as LEADER_NOT_AVAILABLE with the broker among the offline replicas);
+* placement: the same topics created in the same order land in the same dirs (named by their
+  place in ``log.dirs``), and each dir's meta.properties has the same keys and a directory id of
+  its own.
+"""
+
+from __future__ import annotations
+
+import base64
+import time
+from pathlib import Path
+
+from kafka_oracle import BrokerProcess, require_tool
+
+from odradek.tools.client import BrokerConnection
+from odradek.wire.protocol import request_class
+from odradek.wire.records import SimpleRecord, build_batch
+
+KAFKA = "4.4.0"
+STORAGE_ERROR = 56
+
+
+def _connect(broker: BrokerProcess) -> BrokerConnection:
+    host, port = broker.bootstrap.rsplit(":", 1)
+    return BrokerConnection(host, int(port))
+
+
+def _create(conn: BrokerConnection, topic: str, partitions: int) -> None:
+    cls = request_class(19)
+    created = conn.send(19, cls(topics=[cls.CreatableTopic(name=topic, num_partitions=partitions,
+                                                           replication_factor=1)], timeout_ms=30000))
+    assert [t.error_code for t in created.topics] == [0], created
+
+
+def _describe(conn: BrokerConnection, dirs: list[Path]) -> dict[str, tuple[int, int, list[tuple[str, int]]]]:
+    """Dir role (a, b, c by place in log.dirs) -> (error, whether sizes are given, partitions)."""
+    D = request_class(35)
+    r = conn.send(35, D(topics=None), 4)
+    roles = {str(d.resolve()): "abc"[i] for i, d in enumerate(dirs)} | {str(d): "abc"[i] for i, d in enumerate(dirs)}
+    return {roles[res.log_dir]: (res.error_code, res.total_bytes >= 0,
+                                 sorted((t.name, p.partition_index) for t in res.topics for p in t.partitions))
+            for res in r.results}
+
+
+def _describe_all(conn: BrokerConnection, dirs: list[Path], count: int) -> dict[str, tuple[int, int, list]]:
+    """`_describe` once `count` partitions have their logs (CreateTopics answers before they exist)."""
+    deadline = time.monotonic() + 30
+    while True:
+        where = _describe(conn, dirs)
+        if sum(len(parts) for _c, _s, parts in where.values()) >= count:
+            return where
+        assert time.monotonic() < deadline, where
+        time.sleep(0.1)
+
+
+def _produce(conn: BrokerConnection, topic: str, partitions: int) -> dict[int, int]:
+    P = request_class(0)
+    data = [P.PartitionProduceData(index=p, records=build_batch([SimpleRecord(value=b"v%d" % p, key=None,
+                                                                              timestamp=1_700_000_000_000)]))
+            for p in range(partitions)]
+    r = conn.send(0, P(acks=1, timeout_ms=10000, topic_data=[P.TopicProduceData(name=topic, partition_data=data)]), 9)
+    return {p.index: p.error_code for t in r.responses for p in t.partition_responses}
+
+
+def _fetch(conn: BrokerConnection, topic: str, partitions: int) -> dict[int, int]:
+    F = request_class(1)
+    req = F(replica_id=-1, max_wait_ms=0, min_bytes=1, max_bytes=1 << 20, isolation_level=0, session_id=0,
+            session_epoch=-1, topics=[F.FetchTopic(topic=topic, partitions=[
+                F.FetchPartition(partition=p, fetch_offset=0, log_start_offset=-1, partition_max_bytes=1 << 16)
+                for p in range(partitions)])], forgotten_topics_data=[], rack_id="")
+    r = conn.send(1, req, 12)
+    return {p.partition_index: p.error_code for t in r.responses for p in t.partitions}
+
+
+def _list_offsets(conn: BrokerConnection, topic: str, partitions: int) -> dict[int, int]:
+    L = request_class(2)
+    r = conn.send(2, L(replica_id=-1, isolation_level=0, topics=[L.ListOffsetsTopic(name=topic, partitions=[
+        L.ListOffsetsPartition(partition_index=p, timestamp=-1) for p in range(partitions)])]), 7)
+    return {p.partition_index: p.error_code for t in r.topics for p in t.partitions}
+
+
+def _failed_dir_scenario(broker: BrokerProcess, dirs: list[Path]) -> dict[str, object]:
+    conn = _connect(broker)
+    try:
+        _create(conn, "jf", 6)
+        before = _describe_all(conn, dirs, 6)
+        failing = dirs[2]  # not the first: that one holds the metadata log, whose loss stops Kafka
+        in_failing = {p for _t, p in before["c"][2]}
+        assert in_failing, before
+        (failing / "replication-offset-checkpoint.tmp").mkdir()
+        deadline = time.monotonic() + 60
+        while (after := _describe(conn, dirs))["c"][0] == 0:
+            assert time.monotonic() < deadline, "the dir was never taken offline"
+            time.sleep(0.2)
+        produced = _produce(conn, "jf", 6)
+        # the partitions of the other dirs keep going: new records are readable
+        fetched = _fetch(conn, "jf", 6)
+        listed = _list_offsets(conn, "jf", 6)
+        return {
+            "before": {role: (code, sized, len(parts)) for role, (code, sized, parts) in before.items()},
+            # which partitions each dir holds is the placement test's business
+            "after": {role: (code, sized, len(parts)) for role, (code, sized, parts) in after.items()},
+            "produce": sorted((p in in_failing, code) for p, code in produced.items()),
+            "fetch": sorted((p in in_failing, code) for p, code in fetched.items()),
+            "list offsets": sorted((p in in_failing, code) for p, code in listed.items()),
+            "alive": broker.running,
+        }
+    finally:
+        conn.close()
+
+
+def test_a_failed_log_dir_takes_only_its_partitions_offline_as_in_kafka(kafka_broker_factory, odradek_broker_factory,
+                                                                         tmp_path: Path) -> None:
+    require_tool(f"kafka-{KAFKA}")
+    results = {}
+    for kind, factory in (("kafka", kafka_broker_factory), ("odradek", odradek_broker_factory)):
+        dirs = [tmp_path / kind / n for n in ("a", "b", "c")]
+        kwargs = {"version": KAFKA} if kind == "kafka" else {}
+        broker = factory(overrides={"log.dirs": ",".join(map(str, dirs)),
+                                    "replica.high.watermark.checkpoint.interval.ms": "500"}, **kwargs)
+        try:
+            results[kind] = _failed_dir_scenario(broker, dirs)
+        finally:
+            for d in dirs:  # let the broker's clean stop and the temp cleanup through
+                (d / "replication-offset-checkpoint.tmp").exists() and (d / "replication-offset-checkpoint.tmp").rmdir()
+            broker.stop()
+    kafka, odradek = results["kafka"], results["odradek"]
+    # what Kafka 4.4 does, so the comparison below compares something
+    assert kafka["after"]["c"] == (STORAGE_ERROR, False, 0)
+    assert kafka["produce"] == [(False, 0)] * 4 + [(True, STORAGE_ERROR)] * 2
+    for key in kafka:
+        assert odradek[key] == kafka[key], key
+
+
+def _placement_scenario(broker: BrokerProcess, dirs: list[Path]) -> dict[str, object]:
+    conn = _connect(broker)
+    try:
+        # one at a time, and several at once, so ties and uneven counts both occur
+        total = 0
+        for topic, partitions in (("p1", 1), ("p2", 2), ("p5", 5), ("q1", 1), ("p4", 4), ("q3", 3)):
+            _create(conn, topic, partitions)
+            total += partitions
+            where = _describe_all(conn, dirs, total)  # each topic's logs exist before the next
+        return {
+            "placement": {role: parts for role, (_code, _sized, parts) in where.items()},
+            "partition dirs": {"abc"[i]: sorted(p.name for p in d.iterdir() if p.is_dir()
+                                                and not p.name.startswith("__cluster_metadata"))
+                               for i, d in enumerate(dirs)},
+            "meta.properties": [_meta(d) for d in dirs],
+        }
+    finally:
+        conn.close()
+
+
+def _meta(d: Path) -> dict[str, str]:
+    props = dict(line.split("=", 1) for line in (d / "meta.properties").read_text().splitlines()
+                 if line and not line.startswith("#"))
+    raw = base64.urlsafe_b64decode(props["directory.id"] + "==")
+    assert len(raw) == 16, props
+    return props
+
+
+def test_new_partitions_are_placed_across_log_dirs_as_in_kafka(kafka_broker_factory, odradek_broker_factory,
+                                                                tmp_path: Path) -> None:
+    require_tool(f"kafka-{KAFKA}")
+    results = {}
+    for kind, factory in (("kafka", kafka_broker_factory), ("odradek", odradek_broker_factory)):
+        dirs = [tmp_path / kind / n for n in ("a", "b", "c")]
+        kwargs = {"version": KAFKA} if kind == "kafka" else {}
+        broker = factory(overrides={"log.dirs": ",".join(map(str, dirs))}, **kwargs)
+        try:
+            results[kind] = _placement_scenario(broker, dirs)
+        finally:
+            broker.stop()
+    kafka, odradek = results["kafka"], results["odradek"]
+    assert odradek["placement"] == kafka["placement"]
+    assert odradek["partition dirs"] == kafka["partition dirs"]
+    for mine, theirs in zip(odradek["meta.properties"], kafka["meta.properties"], strict=True):
+        assert sorted(mine) == sorted(theirs)
+        assert (mine["version"], mine["node.id"]) == (theirs["version"], theirs["node.id"])
+    for props in (kafka["meta.properties"], odradek["meta.properties"]):
+        assert len({p["directory.id"] for p in props}) == 3
+        assert len({p["cluster.id"] for p in props}) == 1
