@@ -21,6 +21,7 @@ from . import files
 from .checkpoints import ORDER_ANYREFMAP, ORDER_HASHMAP_COPY, OffsetCheckpointFile
 from .config import LogConfig
 from .errors import KafkaStorageError
+from .java_hash import hashmap_order, scala_trie_order, string_hash, topic_partition_hash
 from .metadata_files import FileLock, read_clean_shutdown_file, write_clean_shutdown_file
 from .partition_log import PartitionLog
 
@@ -204,13 +205,47 @@ class LogManager:
         return {d.path: counts[id(d)] for d in self.dirs}
 
     def _next_dir(self) -> LogDir:
+        online, counts = self._dirs_and_counts()
+        return min(online, key=lambda d: counts[id(d)])
+
+    def _dirs_and_counts(self) -> tuple[list[LogDir], dict[int, int]]:
+        """The online dirs in the order Kafka's LogManager.nextLogDirs breaks ties in, and their
+        log counts (the first of the fewest is where a new log goes).
+
+        Kafka sorts (stably) a Scala map of dir path -> log count: up to four dirs it keeps the
+        `log.dirs` order, so ties go to the dir named first; beyond four it is a hash trie, whose
+        order is the paths' hash order."""
         online = self.online_dirs()
         if not online:
             raise KafkaStorageError("no log dir is online")
         counts = {id(d): 0 for d in self.dirs}
         for d in list(self._log_dir_of.values()):
             counts[id(d)] += 1
-        return min(online, key=lambda d: counts[id(d)])
+        if len(online) > 4:
+            online = scala_trie_order(online, lambda d: string_hash(str(d.path)))
+        return online, counts
+
+    def dirs_for_new_logs(self, topic: str, partitions: list[int]) -> dict[int, Path]:
+        """The log dir of each of a topic's partitions: where its log is, else where Kafka 4.4 would
+        create it when one metadata change brings them all. Kafka's broker makes the logs in the
+        iteration order of the change's HashMap of partitions and puts each in the dir with the
+        fewest logs at that moment (a dir named first wins a tie)."""
+        out: dict[int, Path] = {}
+        missing = []
+        for index in partitions:
+            existing = self.logs.get((topic, index))
+            if existing is not None:
+                out[index] = existing.dir.parent
+            else:
+                missing.append((topic, index))
+        if not missing:
+            return out
+        online, counts = self._dirs_and_counts()
+        for _topic, index in hashmap_order(missing, lambda tp: topic_partition_hash(*tp)):
+            chosen = min(online, key=lambda d: counts[id(d)])  # the first of the fewest: a stable sort's head
+            counts[id(chosen)] += 1
+            out[index] = chosen.path
+        return out
 
     def online_dirs(self) -> list[LogDir]:
         """The log dirs no I/O error has taken offline, in `log.dirs` order."""
