@@ -522,7 +522,11 @@ class LogManager:
         flushed = []
         for lg in self.all_logs():
             if not lg.closed and lg.needs_flush(now_ms):
-                lg.flush()
+                try:
+                    lg.flush()
+                except OSError as exc:  # Kafka: an IOException on a flush takes the dir offline
+                    self.handle_dir_failure(lg.dir.parent, f"Error while flushing {lg.name}: {exc}")
+                    continue
                 flushed.append(lg)
         return flushed
 

@@ -6,6 +6,7 @@ opening it for writing fails with EISDIR, as Kafka's CheckpointFile write fails 
 
 from __future__ import annotations
 
+import errno
 import uuid
 from pathlib import Path
 
@@ -83,3 +84,20 @@ def test_every_checkpoint_kind_takes_its_dir_offline(tmp_path: Path) -> None:
     assert [d.path for d in mgr.online_dirs()] == [dirs[0], dirs[2]]
     assert mgr.offline_partitions == {("t", 1)}
     assert mgr.handle_dir_failure(dirs[1]) == []  # once only
+
+
+def test_a_failed_flush_takes_the_dir_offline(tmp_path: Path) -> None:
+    mgr, dirs = _manager(tmp_path)
+    for p in range(3):
+        mgr.create_log("t", p, uuid.uuid4())
+    failing = next(lg for lg in mgr.all_logs() if lg.dir.parent == dirs[1])
+
+    def broken_flush() -> None:
+        raise OSError(errno.EIO, "Input/output error")
+
+    failing.flush = broken_flush  # type: ignore[method-assign]
+    failing.needs_flush = lambda now_ms=None: True  # type: ignore[method-assign]
+    flushed = mgr.flush_dirty_logs()
+    assert failing not in flushed
+    assert mgr.offline_partitions == {(failing.topic, failing.partition)}
+    assert [d.path for d in mgr.online_dirs()] == [dirs[0], dirs[2]]
