@@ -264,6 +264,8 @@ class Broker:
         cfg = self.config
         hw_interval = int(cfg.get("replica.high.watermark.checkpoint.interval.ms")) / 1000
         rp_interval = int(cfg.get("log.flush.offset.checkpoint.interval.ms")) / 1000
+        from .handlers.replica_log_dirs import resume_moves  # noqa: PLC0415 - JBOD only
+        resume_moves(self)  # replica moves between log dirs a restart interrupted
         async with trio.open_nursery() as nursery:
             nursery.start_soon(self._every, hw_interval, self.log_manager.checkpoint_high_watermarks)
             nursery.start_soon(self._every, rp_interval, self.log_manager.checkpoint_recovery_points)

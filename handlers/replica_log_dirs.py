@@ -131,6 +131,7 @@ async def _alter_one(ctx: RequestContext, topic: str, partition: int, path: str)
         return ErrorCode.KAFKA_STORAGE_ERROR
     move = Move(topic, partition, target, future, plog)
     moves[(topic, partition)] = move
+    broker.log_manager.future_logs[(topic, partition)] = future
     trio.lowlevel.spawn_system_task(_run_move, broker, move, name=f"move {topic}-{partition} to {target}")
     return ErrorCode.NONE
 
@@ -214,6 +215,7 @@ async def _run_move(broker: Any, move: Move) -> None:
     tp = (move.topic, move.partition)
     manager = broker.log_manager
     paused = False
+    interrupted = False  # by the broker stopping, not by a request: the future log stays
     try:
         # Kafka's abortAndPauseCleaning: wait for the cleaner to let go, then keep it (and
         # retention) away until the move is over
@@ -223,6 +225,7 @@ async def _run_move(broker: Any, move: Move) -> None:
         paused = True
         await _copy_and_swap(broker, move)
     except Exception as exc:  # noqa: BLE001 - a failed move leaves the replica where it was
+        interrupted = manager.stopping and not move.cancelled
         if move.source.closed:  # the broker stopped or the topic went away
             log.info("Moving %s-%d to %s stopped: its log was closed", move.topic, move.partition, move.target)
         elif not move.cancelled:
@@ -234,7 +237,11 @@ async def _run_move(broker: Any, move: Move) -> None:
         moves = moves_of(broker)
         if moves.get(tp) is move:
             del moves[tp]
-        if not move.done:
+        if not move.done and (interrupted or (manager.stopping and not move.cancelled)):
+            pass  # the broker is stopping: the future log stays, and the move resumes at the next start
+        elif not move.done:
+            if manager.future_logs.get(tp) is move.future:
+                del manager.future_logs[tp]
             with trio.CancelScope(shield=True):
                 await trio.to_thread.run_sync(_drop_future, move.future)
 
@@ -254,7 +261,7 @@ def _current(broker: Any, move: Move) -> PartitionLog:
 async def _copy_and_swap(broker: Any, move: Move) -> None:
     future = move.future
     current = _current(broker, move)
-    if current.log_start_offset > 0:
+    if current.log_start_offset > 0 and future.size_in_bytes() == 0:
         # Kafka's future log starts at the current one's log start offset
         await trio.to_thread.run_sync(future.truncate_fully_and_start_at, current.log_start_offset)
     while True:
@@ -271,6 +278,8 @@ async def _copy_and_swap(broker: Any, move: Move) -> None:
     current = _current(broker, move)
     old, old_dir = _swap(broker, move, current)
     move.done = True
+    if broker.log_manager.future_logs.get((move.topic, move.partition)) is not None:
+        del broker.log_manager.future_logs[(move.topic, move.partition)]
     moves = moves_of(broker)
     if moves.get((move.topic, move.partition)) is move:
         del moves[(move.topic, move.partition)]  # no future log any more
@@ -335,3 +344,29 @@ def _swap(broker: Any, move: Move, current: PartitionLog) -> tuple[PartitionLog,
     new.become_leader(broker.partition_epoch_in_metadata(move.topic, move.partition))
     move.future = new
     return current, deleted
+
+
+def resume_moves(broker: Any) -> list[tuple[str, int]]:
+    """Go on with the moves a restart interrupted (Kafka's broker restarts its alter-log-dirs
+    fetchers for the future logs it loads): each future log found at startup whose partition has
+    its log here and whose dir is online is filled and swapped in as a new move would be; the
+    others are dropped. Call it once, from the event loop, after the logs are loaded."""
+    manager = broker.log_manager
+    moves = moves_of(broker)
+    resumed = []
+    for tp, future in list(manager.future_logs.items()):
+        if tp in moves:
+            continue
+        current = broker.partition_log(*tp)
+        if current is None or not manager.is_dir_online(future.dir.parent) or \
+                _same_dir(current.dir.parent, future.dir.parent):
+            log.info("Dropping the future log %s: its partition has no log to move here", future.dir)
+            del manager.future_logs[tp]
+            _drop_future(future)
+            continue
+        move = Move(tp[0], tp[1], future.dir.parent, future, current)
+        moves[tp] = move
+        log.info("Resuming the move of %s-%d to %s at offset %d", tp[0], tp[1], move.target, future.log_end_offset)
+        trio.lowlevel.spawn_system_task(_run_move, broker, move, name=f"move {tp[0]}-{tp[1]} to {move.target}")
+        resumed.append(tp)
+    return resumed

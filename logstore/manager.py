@@ -88,6 +88,11 @@ class LogManager:
         self._files_lock = threading.RLock()
         #: partitions whose log was in a failed dir: served as KAFKA_STORAGE_ERROR, never re-created
         self.offline_partitions: set[TopicPartition] = set()
+        #: future logs (`<topic>-<p>.<uuid>-future`) of replicas moving between dirs: loaded at
+        #: startup, kept at shutdown, so a move resumes after a restart as in Kafka
+        self.future_logs: dict[TopicPartition, PartitionLog] = {}
+        #: set when shutdown starts (a move stopped by it keeps its future log)
+        self.stopping = False
 
     # -- configs --------------------------------------------------------------------------
     def config_for(self, topic: str) -> LogConfig:
@@ -129,9 +134,10 @@ class LogManager:
                 self._load_dir(d)
         except BaseException:
             # leave nothing locked or open behind a failed start
-            for lg in self.logs.values():
+            for lg in [*self.logs.values(), *self.future_logs.values()]:
                 lg.close_handlers()
             self.logs.clear()
+            self.future_logs.clear()
             self._log_dir_of.clear()
             for d in self.dirs:
                 d.lock.unlock()
@@ -166,7 +172,10 @@ class LogManager:
                 log.info("Deleting log dir %s marked for deletion", sub)
                 shutil.rmtree(sub, ignore_errors=True)
                 continue
-            if files.is_stray_dir(name) or files.is_future_dir(name):
+            if files.is_future_dir(name):
+                self._load_future(d, sub)
+                continue
+            if files.is_stray_dir(name):
                 continue
             tp = files.parse_partition_dir_name(name)
             if tp is None or tp[0] == METADATA_TOPIC:
@@ -185,6 +194,19 @@ class LogManager:
             self._log_dir_of[tp] = d
             log.info("Loaded %s: log start %d, log end %d, %d segment(s)", name, lg.log_start_offset,
                      lg.log_end_offset, len(lg.segments))
+
+    def _load_future(self, d: LogDir, sub: Path) -> None:
+        topic, _sep, rest = sub.name.rpartition(".")[0].rpartition("-")
+        if not topic or not rest.isdigit():
+            return
+        tp = (topic, int(rest))
+        if tp[0] == METADATA_TOPIC or tp in self.future_logs:
+            return
+        # always recovered: a stop may have come in the middle of a copy step into it
+        lg = PartitionLog.open(sub, self.config_for(topic), topic, tp[1], recovery_point=0,
+                               had_clean_shutdown=False, validate_records=self.validate_records)
+        self.future_logs[tp] = lg
+        log.info("Loaded future log %s: log end %d", sub, lg.log_end_offset)
 
     # -- lookups / lifecycle of logs --------------------------------------------------------
     def get_log(self, topic: str, partition: int) -> PartitionLog | None:
@@ -426,6 +448,11 @@ class LogManager:
         def detach() -> list[tuple[PartitionLog, LogDir]]:
             tps = [tp for tp, ld in list(self._log_dir_of.items()) if ld is d]
             self.offline_partitions.update(tps)
+            for tp, future in list(self.future_logs.items()):
+                # Kafka drops a future replica in the failed dir (its files stay) and one whose
+                # current log failed: the move is over either way
+                if future.dir.parent == d.path or tp in tps:
+                    del self.future_logs[tp]
             return self.detach_logs(tps)
 
         try:
@@ -536,12 +563,17 @@ class LogManager:
         `.kafka_cleanshutdown`, then unlock and delete `.lock`."""
         if not self.started:
             return
+        self.stopping = True
         self.checkpoint_high_watermarks()
         for d in self.online_dirs():
             logs = self._logs_in(d)
             for lg in logs.values():
                 lg.flush()
                 lg.close()
+            for lg in list(self.future_logs.values()):
+                if lg.dir.parent == d.path and not lg.closed:
+                    lg.flush()
+                    lg.close()
             self._checkpoint_dir_recovery(d)
             self._checkpoint_dir_start(d)
             if d.all_loaded_ok:
@@ -551,7 +583,7 @@ class LogManager:
 
     def close_without_cleanup(self) -> None:
         """Release everything without writing (a crash stand-in for tests)."""
-        for lg in self.all_logs():
+        for lg in [*self.all_logs(), *self.future_logs.values()]:
             lg.close_handlers()
         for d in self.dirs:
             d.lock.unlock()
