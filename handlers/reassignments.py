@@ -181,13 +181,9 @@ def _cluster_reassignment(ctx: RequestContext, controller, topic: str, partition
         return found
     index = partition.partition_index
     target = partition.replicas
-    if target is not None and version >= 1 and not request.allow_replication_factor_change:
-        state = ctx.broker.metadata_store.image.topic(topic).partitions[index]
-        current = [r for r in state.replicas if r not in state.adding]
-        if len(target) != len(current):
-            return (ErrorCode.INVALID_REPLICATION_FACTOR,
-                    "The replication factor is changed from " f"{len(current)} to {len(target)}")
-    return controller.replication.reassign(topic, index, list(target) if target is not None else None)
+    allow = version < 1 or request.allow_replication_factor_change
+    return controller.replication.reassign(topic, index, list(target) if target is not None else None,
+                                           allow_replication_factor_change=allow)
 
 
 @handles(LIST_PARTITION_REASSIGNMENTS_KEY, 0, supported_versions(LIST_PARTITION_REASSIGNMENTS_KEY)[1])

@@ -113,7 +113,8 @@ class ReplicationControlManager:
 
     # ------------------------------------------------------------------ reassignments
 
-    def reassign(self, topic: str, index: int, target: list[int] | None) -> tuple[ErrorCode, str | None]:
+    def reassign(self, topic: str, index: int, target: list[int] | None,
+                 allow_replication_factor_change: bool = True) -> tuple[ErrorCode, str | None]:
         """AlterPartitionReassignments for one partition (Kafka's ReplicationControlManager): the
         target replicas are added (replicas = target + those leaving, with adding/removing set),
         and the move completes once the ISR holds the whole target; `target` None cancels."""
@@ -139,6 +140,9 @@ class ReplicationControlManager:
                 return (ErrorCode.INVALID_REPLICA_ASSIGNMENT,
                         f"The manual partition assignment includes the broker {broker_id} more than once.")
             seen.add(broker_id)
+        if not allow_replication_factor_change and len(target) != len(original):
+            return (ErrorCode.INVALID_REPLICATION_FACTOR,
+                    f"The replication factor is changed from {len(original)} to {len(target)}")
         if not ongoing and list(target) == part.replicas:
             return ErrorCode.NONE, None
         merged = list(target) + [r for r in original if r not in target]
