@@ -175,16 +175,9 @@ class Broker:
         first, self._published = not self._published, True
         if first:
             return  # the coordinators loaded what this node leads at start-up
-        for name, topic in (("groups", "__consumer_offsets"), ("transactions", "__transaction_state")):
-            coordinator = self.coordinators.get(name)
-            if coordinator is None:
-                continue
-            gone = [p for t, p in resigned if t == topic]
-            new = [p for t, p in elected if t == topic]
-            if gone:
-                coordinator.on_resignation(gone)
-            if new:
-                coordinator.on_election(new)
+        from .cluster.replica_manager import hand_over_coordinators  # noqa: PLC0415
+
+        hand_over_coordinators(self.coordinators, elected, resigned)
 
     async def _startup_broker_only(self) -> None:
         """process.roles=broker: load the logs and the local copy of the metadata log; the

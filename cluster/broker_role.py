@@ -30,7 +30,7 @@ from .alter_partition import AlterPartitionManager
 from .forwarding import ForwardingManager
 from .metadata_cache import KRaftMetadataCache
 from .replica_fetcher import ReplicaFetcherManager
-from .replica_manager import ReplicaManager
+from .replica_manager import ReplicaManager, hand_over_coordinators
 from .txn_markers import TransactionMarkerChannelManager
 
 if TYPE_CHECKING:
@@ -230,17 +230,7 @@ class BrokerRole:
         if self.replica_manager.missing and not self._creating_logs and self._nursery is not None:
             self._creating_logs = True
             self._nursery.start_soon(self._create_logs)
-        # Kafka's coordinators follow their internal partitions' leadership (onElection/onResignation)
-        for name, topic in (("groups", OFFSETS_TOPIC), ("transactions", TRANSACTION_STATE_TOPIC)):
-            coordinator = broker.coordinators.get(name)
-            if coordinator is None:
-                continue
-            gone = [p for t, p in resigned if t == topic]
-            new = [p for t, p in elected if t == topic]
-            if gone:
-                coordinator.on_resignation(gone)
-            if new:
-                coordinator.on_election(new)
+        hand_over_coordinators(broker.coordinators, elected, resigned)
 
     def _endpoint(self, broker_id: int, listener: str) -> tuple[str, int] | None:
         for node in self.cache.alive_brokers(listener):

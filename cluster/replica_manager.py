@@ -273,3 +273,19 @@ class ReplicaManager:
         log.info("[ReplicaManager broker=%d] Deleting the log of %s: %s", self.node_id, part.name, why)
         self.broker.log_manager.delete_log(part.topic, part.index)
         part.log = None
+
+
+def hand_over_coordinators(coordinators: dict[str, Any], elected: list[tuple[str, int]],
+                           resigned: list[tuple[str, int]]) -> None:
+    """Kafka's coordinators follow their internal partitions' leadership: the group coordinator
+    `__consumer_offsets`, the transaction coordinator `__transaction_state` (onElection/onResignation)."""
+    for name, topic in (("groups", "__consumer_offsets"), ("transactions", "__transaction_state")):
+        coordinator = coordinators.get(name)
+        if coordinator is None:
+            continue
+        gone = [p for t, p in resigned if t == topic]
+        new = [p for t, p in elected if t == topic]
+        if gone:
+            coordinator.on_resignation(gone)
+        if new:
+            coordinator.on_election(new)
