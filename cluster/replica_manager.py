@@ -256,7 +256,6 @@ class ReplicaManager:
     def register(self, made: list[tuple[LogConfig, PartitionLog]]) -> None:
         """Register logs from `make_logs` with the log manager; the next `apply` leads them."""
         manager = self.broker.log_manager
-        self.in_flight -= {(plog.topic, plog.partition) for _config, plog in made}
         for config, plog in made:
             part = self.partitions.get((plog.topic, plog.partition))
             if part is None or self.node_id not in part.replicas or part.topic_id.bytes != plog.topic_id:

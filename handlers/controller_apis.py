@@ -31,6 +31,14 @@ def _controller(ctx: RequestContext) -> Any:
     return getattr(ctx.broker, "quorum_controller", None)
 
 
+def _refusal(ctx: RequestContext, request: Any) -> ErrorCode:
+    """NOT_CONTROLLER on a node that is no controller of brokers, else Kafka's broker-epoch check."""
+    controller = _controller(ctx)
+    if controller is None:
+        return ErrorCode.NOT_CONTROLLER
+    return controller.cluster.check_broker_epoch(request.broker_id, request.broker_epoch)
+
+
 async def node_endpoints(ctx: RequestContext, cls: Any) -> list[Any]:
     """The leader's endpoint on the request's listener, for Fetch/FetchSnapshot v17+/v1+."""
     _name, host, port = controller_endpoint(ctx, await quorum_of(ctx.broker.metadata_store))
@@ -80,10 +88,7 @@ async def handle_broker_heartbeat(ctx: RequestContext, header, request) -> objec
 @handles(ALLOCATE_PRODUCER_IDS, 0, supported_versions(ALLOCATE_PRODUCER_IDS)[1])
 async def handle_allocate_producer_ids(ctx: RequestContext, header, request) -> object:
     R = response_class(ALLOCATE_PRODUCER_IDS)
-    controller = _controller(ctx)
-    if controller is None:
-        return R(error_code=int(ErrorCode.NOT_CONTROLLER))
-    error = controller.cluster.check_broker_epoch(request.broker_id, request.broker_epoch)
+    error = _refusal(ctx, request)
     if error:
         return R(throttle_time_ms=0, error_code=int(error))
     from ..kraft.store import PRODUCER_ID_BLOCK_SIZE  # noqa: PLC0415
@@ -96,27 +101,21 @@ async def handle_allocate_producer_ids(ctx: RequestContext, header, request) -> 
 @handles(ASSIGN_REPLICAS_TO_DIRS, 0, supported_versions(ASSIGN_REPLICAS_TO_DIRS)[1])
 async def handle_assign_replicas_to_dirs(ctx: RequestContext, header, request) -> object:
     R = response_class(ASSIGN_REPLICAS_TO_DIRS)
-    controller = _controller(ctx)
-    if controller is None:
-        return R(error_code=int(ErrorCode.NOT_CONTROLLER), directories=[])
-    error = controller.cluster.check_broker_epoch(request.broker_id, request.broker_epoch)
+    error = _refusal(ctx, request)
     if error:
         return R(throttle_time_ms=0, error_code=int(error), directories=[])
-    results = controller.replication.assign_replicas_to_dirs(request.broker_id, request.directories)
+    results = _controller(ctx).replication.assign_replicas_to_dirs(request.broker_id, request.directories)
     return R(throttle_time_ms=0, error_code=0, directories=results)
 
 
 @handles(ALTER_PARTITION, 0, supported_versions(ALTER_PARTITION)[1])
 async def handle_alter_partition(ctx: RequestContext, header, request) -> object:
     R = response_class(ALTER_PARTITION)
-    controller = _controller(ctx)
-    if controller is None:
-        return R(error_code=int(ErrorCode.NOT_CONTROLLER), topics=[])
-    error = controller.cluster.check_broker_epoch(request.broker_id, request.broker_epoch)
+    error = _refusal(ctx, request)
     if error:
         return R(throttle_time_ms=0, error_code=int(error), topics=[])
     return R(throttle_time_ms=0, error_code=0,
-             topics=controller.replication.alter_partition(request.broker_id, request.topics, header.api_version))
+             topics=_controller(ctx).replication.alter_partition(request.broker_id, request.topics, header.api_version))
 
 
 # ====================================================================== Envelope

@@ -60,6 +60,7 @@ def _read_all(ctx: RequestContext, keys, cached: dict, use_ids: bool, max_bytes:
     reads = []
     remaining = max_bytes
     min_one = True
+    racks = None  # broker id -> rack, looked up once for a rack-aware consumer
     for key in keys:
         topic_ref, index = key
         part = cached[key]
@@ -99,8 +100,10 @@ def _read_all(ctx: RequestContext, keys, cached: dict, use_ids: bool, max_bytes:
             lso = getattr(plog, "last_stable_offset", hw)
             limit = None  # a follower copies everything the leader has
         elif client_rack and _rack_aware(broker):
+            if racks is None:
+                racks = _racks(broker)
             preferred = broker.replica_manager.preferred_read_replica(
-                topic.name, index, client_rack, part.fetch_offset, _racks(broker))
+                topic.name, index, client_rack, part.fetch_offset, racks)
             if preferred >= 0:
                 reads.append(_Read(key, ErrorCode.NONE, hw, lso, plog.log_start_offset, preferred=preferred))
                 continue

@@ -168,7 +168,7 @@ class ClusterControlManager:
                         f"Another broker is registered with that broker id. The broker's session will expire in "
                         f"{int((self.session_timeout_s - (now - beat.last_contact)) * 1000)} ms.")
             # an unclean restart: the partitions it led wait for the new incarnation
-            self._append(self._leadership_loss(broker_id))
+            self._append(self.leadership_loss(broker_id))
         rec_cls = type(new_record("RegisterBrokerRecord"))
         record = new_record(
             "RegisterBrokerRecord", broker_id=broker_id, is_migrating_zk_broker=False,
@@ -215,7 +215,7 @@ class ClusterControlManager:
             return ErrorCode.NONE, caught_up, True, False
         if request.want_shut_down and not in_shutdown:
             self._append([self._registration_change(reg, in_controlled_shutdown=1)] +
-                         self._leadership_loss(broker_id))
+                         self.leadership_loss(broker_id))
             beat.controlled_shutdown_offset = self.store.log.log_end_offset - 1 if self.store.log else 0
             log.info("[QuorumController id=%d] Broker %d is in controlled shutdown", self.node_id, broker_id)
             in_shutdown = True
@@ -257,7 +257,7 @@ class ClusterControlManager:
         """UnregisterBroker: the registration removed, the partitions it led without a leader."""
         if self.registration(broker_id) is None:
             return ErrorCode.BROKER_ID_NOT_REGISTERED
-        self._append(self._leadership_loss(broker_id) + [
+        self._append(self.leadership_loss(broker_id) + [
             ("UnregisterBrokerRecord", new_record("UnregisterBrokerRecord", broker_id=broker_id,
                                                   broker_epoch=self.registration(broker_id).broker_epoch))])
         self.heartbeats.pop(broker_id, None)
@@ -266,7 +266,7 @@ class ClusterControlManager:
     # ------------------------------------------------------------------ records
 
     def _fence(self, reg: Any, why: str) -> None:
-        self._append([self._registration_change(reg, fenced=FENCE)] + self._leadership_loss(reg.broker_id))
+        self._append([self._registration_change(reg, fenced=FENCE)] + self.leadership_loss(reg.broker_id))
         log.info("[QuorumController id=%d] Fenced broker %d: %s", self.node_id, reg.broker_id, why)
 
     def _registration_change(self, reg: Any, *, fenced: int = 0, in_controlled_shutdown: int = 0) -> tuple[str, Any]:
@@ -278,7 +278,7 @@ class ClusterControlManager:
         return any(p.leader == broker_id for t in self.store.image.topics_by_id.values()
                    for p in t.partitions.values())
 
-    def _leadership_loss(self, broker_id: int) -> list[tuple[str, Any]]:
+    def leadership_loss(self, broker_id: int) -> list[tuple[str, Any]]:
         """The PartitionChangeRecords that move leadership away from `broker_id`: to another live
         ISR member, else none (leader -1, with ELR the broker kept as eligible leader)."""
         usable = set(self.usable_brokers()) - {broker_id}

@@ -44,7 +44,7 @@ class QuorumController:
         self.on_change: list[Any] = []
         store.on_flushed = self._changed
         store.placement = self.cluster.place
-        store.leadership_loss = self.cluster._leadership_loss  # noqa: SLF001 - the controller's own records
+        store.leadership_loss = self.cluster.leadership_loss
 
     def _changed(self) -> None:
         self.raft.notify_appended()

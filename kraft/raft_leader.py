@@ -131,7 +131,7 @@ class RaftLeader:
             part.error_code = int(ErrorCode.INVALID_REQUEST)
             return part, False
         self._track(replica_id, getattr(wanted, "replica_directory_id", Uuid.ZERO), offset)
-        snapshot = self._snapshot_for(offset, last_epoch)
+        snapshot = self._snapshot_for(offset)
         if snapshot is not None:
             part.snapshot_id = FetchResponse.SnapshotId(end_offset=snapshot.end_offset, epoch=snapshot.epoch)
             return part, True
@@ -146,12 +146,11 @@ class RaftLeader:
         part.records = list(data.slices) if data.slices else None
         return part, bool(data.slices)
 
-    def _snapshot_for(self, offset: int, last_epoch: int) -> SnapshotId | None:
+    def _snapshot_for(self, offset: int) -> SnapshotId | None:
         """KafkaMetadataLog.validateOffsetAndEpoch's SNAPSHOT case: below the log start, the latest
         snapshot is the way on."""
         assert self.store.log is not None
-        if offset >= self.store.log.log_start_offset and not (offset == 0 and last_epoch == 0
-                                                                and self.store.log.log_start_offset > 0):
+        if offset >= self.store.log.log_start_offset:
             return None
         return self.store.log.latest_snapshot()
 
