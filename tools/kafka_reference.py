@@ -39,8 +39,10 @@ FINALIZED_FEATURES: list[tuple[str, int]] = [
 _OLD_VERSIONS = ("Odradek still serves the older versions Kafka 3.9 served, which Kafka 4.0 removed "
                  "(KIP-896), so that clients of those releases keep working")
 _STREAMS = "streams groups (KIP-1071) have an issue of their own"
-_CLUSTER = "between brokers and controllers: comes with the cluster issue"
-_PLANNED = "not served yet (issue #23)"
+_UNREGISTER_CONTROLLER = ("sent between the controllers of a multi-voter quorum; the Odradek controller is a "
+                          "single voter (docs/cluster.md)")
+_CONTROLLER_ONLY = ("served to brokers on a controller listener only, as Kafka's controller serves it "
+                    "(docs/cluster.md); like Kafka's, a broker listener does not advertise it")
 _TELEMETRY = ("Kafka advertises the KIP-714 telemetry APIs only when a telemetry exporter plugin is "
               "configured; Odradek's exporter is its Prometheus endpoint, so it always serves them "
               "(docs/metrics.md)")
@@ -49,8 +51,9 @@ _TELEMETRY = ("Kafka advertises the KIP-714 telemetry APIs only when a telemetry
 DIFFERENCES: dict[int, str] = {
     8: _OLD_VERSIONS, 9: _OLD_VERSIONS, 29: _OLD_VERSIONS, 30: _OLD_VERSIONS, 31: _OLD_VERSIONS,
     32: _OLD_VERSIONS, 27: _OLD_VERSIONS,
-    94: _CLUSTER,
-    49: _PLANNED,
+    94: _UNREGISTER_CONTROLLER,
+    56: _CONTROLLER_ONLY, 58: _CONTROLLER_ONLY, 59: _CONTROLLER_ONLY, 62: _CONTROLLER_ONLY,
+    63: _CONTROLLER_ONLY, 67: _CONTROLLER_ONLY, 73: _CONTROLLER_ONLY,
     71: _TELEMETRY, 72: _TELEMETRY,
     88: _STREAMS, 89: _STREAMS, 93: _STREAMS,
 }
