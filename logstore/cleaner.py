@@ -30,9 +30,10 @@ dropped or rebuilt by counting the offsets the map holds in its range, without r
 `Cleaner.batch_paths = False` turns them off (the tests compare both).
 
 Compact+delete logs also get their retention here (Kafka runs deleteOldSegments for them in the
-cleaner thread). All file work runs in a worker thread; the swap and retention deletions change the
-log's segment list, so they go through `LogManager.run_exclusive` (the broker runs them on the event
-loop between appends). `log.cleaner.io.max.bytes.per.second` throttles reads and writes.
+cleaner thread). All file work runs in a worker thread, and in the broker both passes run in a
+worker process (`cleaner_worker`, so the event loop never waits for the GIL behind them); the swap
+and retention deletions change the log's segment list, so they go through `LogManager.run_exclusive`
+(the broker runs them on the event loop between appends). `log.cleaner.io.max.bytes.per.second` throttles reads and writes.
 """
 
 from __future__ import annotations
@@ -69,6 +70,7 @@ from .segment import LogSegment
 from .txn_index import AbortedTxn, TransactionIndex
 
 if TYPE_CHECKING:
+    from .cleaner_worker import CleanerWorker
     from .manager import LogManager
     from .partition_log import PartitionLog
 
@@ -1051,6 +1053,21 @@ class LogCleaner:
         self.last_stats: CleanerStats | None = None
         self.rounds = 0
         self.dirtiest_ratio = 0.0
+        #: set by `use_worker_process`: cleanings then run in a worker process (`cleaner_worker`)
+        self.worker: CleanerWorker | None = None
+
+    def use_worker_process(self) -> None:
+        """Run every cleaning in a worker process from now on (what the broker does: the event
+        loop never waits for the GIL behind the cleaner). Crash hooks stay in-thread only."""
+        from .cleaner_worker import CleanerWorker  # noqa: PLC0415 - imports this module
+
+        if self.worker is None:
+            self.worker = CleanerWorker(self.cleaner, self.config)
+
+    def close(self) -> None:
+        """Stop the worker process, if any."""
+        if self.worker is not None:
+            self.worker.close()
 
     @classmethod
     def from_broker_config(cls, manager: LogManager, raw: Mapping[str, object],
@@ -1060,6 +1077,7 @@ class LogCleaner:
         cleaner = cls(manager, CleanerConfig.from_broker_props(raw))
         if cleaner.config.index_per_batch is None and metadata_version is not None:
             cleaner.cleaner.index_per_batch = metadata_version >= METADATA_VERSION_4_0
+        cleaner.use_worker_process()
         return cleaner
 
     def _aborted(self, plog: PartitionLog) -> bool:
@@ -1136,7 +1154,11 @@ class LogCleaner:
             end = ltc.first_dirty_offset
             crashed = False
             try:
-                end, stats = self.cleaner.clean(ltc, now)
+                if self.worker is not None:
+                    end, stats = self.worker.clean(ltc.log, ltc.first_dirty_offset, ltc.first_uncleanable_offset,
+                                                   now, self._aborted)
+                else:
+                    end, stats = self.cleaner.clean(ltc, now)
                 self.last_stats = stats
                 self.rounds += 1
                 cleaned = True
@@ -1186,13 +1208,16 @@ class LogCleaner:
             finally:
                 self.stop_requested = True
 
-        async with trio.open_nursery() as nursery:
-            nursery.start_soon(stop_on_cancel)
-            while True:
-                try:
-                    cleaned = await trio.to_thread.run_sync(self.clean_filthiest)
-                except Exception:
-                    log.exception("Log cleaner round failed")
-                    cleaned = False
-                if not cleaned:
-                    await trio.sleep(self.config.backoff_ms / 1000)
+        try:
+            async with trio.open_nursery() as nursery:
+                nursery.start_soon(stop_on_cancel)
+                while True:
+                    try:
+                        cleaned = await trio.to_thread.run_sync(self.clean_filthiest)
+                    except Exception:
+                        log.exception("Log cleaner round failed")
+                        cleaned = False
+                    if not cleaned:
+                        await trio.sleep(self.config.backoff_ms / 1000)
+        finally:
+            self.close()

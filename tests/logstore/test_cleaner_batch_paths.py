@@ -7,6 +7,7 @@ maps too small for one round, delete horizons that pass."""
 from __future__ import annotations
 
 import dataclasses
+import os
 import random
 from pathlib import Path
 
@@ -128,7 +129,8 @@ def snapshot(path: Path) -> dict[str, bytes]:
     return files
 
 
-def run(path: Path, seed: int, batch_paths: bool, props: dict[str, str], dedupe: int) -> list[dict[str, bytes]]:
+def run(path: Path, seed: int, batch_paths: bool, props: dict[str, str], dedupe: int,
+        worker: bool = False) -> list[dict[str, bytes]]:
     cfg = LogConfig.from_props({**PROPS, **props})
     mgr = LogManager([path], LogConfig(), topic_config=lambda _t: cfg)
     mgr.startup()
@@ -136,6 +138,8 @@ def run(path: Path, seed: int, batch_paths: bool, props: dict[str, str], dedupe:
     lg.become_leader(0)
     cleaner = LogCleaner(mgr, CleanerConfig(dedupe_buffer_size=dedupe))
     cleaner.cleaner.batch_paths = batch_paths
+    if worker:
+        cleaner.use_worker_process()
     writer = Writer(lg, seed)
     states = []
     for rnd in range(4):
@@ -149,8 +153,22 @@ def run(path: Path, seed: int, batch_paths: bool, props: dict[str, str], dedupe:
         for i in range(3):
             cleaner.clean_filthiest(writer.now + 1 + i * 3000 + rnd)
             states.append(snapshot(path))
+    if worker:
+        # the cleanings ran in the worker process, not here
+        assert cleaner.worker is not None and cleaner.worker.last_pid not in (None, os.getpid())
+        cleaner.close()
     mgr.shutdown()
     return states
+
+
+def assert_same_states(fast: list[dict[str, bytes]], slow: list[dict[str, bytes]]) -> None:
+    assert len(fast) == len(slow)
+    for i, (a, b) in enumerate(zip(fast, slow, strict=True)):
+        assert sorted(a) == sorted(b), f"cleaning {i}: different files"
+        different = [name for name in a if a[name] != b[name]]
+        assert different == [], f"cleaning {i}: {different}"
+    # the comparison covered cleanings that changed something
+    assert len({tuple(sorted(s.items())) for s in fast}) >= 4
 
 
 @pytest.mark.parametrize("seed", [1, 2, 3])
@@ -163,13 +181,19 @@ def test_batch_paths_write_the_files_of_the_per_record_path(tmp_path: Path, seed
                                                             dedupe: int) -> None:
     fast = run(tmp_path / "fast", seed, True, props, dedupe)
     slow = run(tmp_path / "slow", seed, False, props, dedupe)
-    assert len(fast) == len(slow)
-    for i, (a, b) in enumerate(zip(fast, slow, strict=True)):
-        assert sorted(a) == sorted(b), f"cleaning {i}: different files"
-        different = [name for name in a if a[name] != b[name]]
-        assert different == [], f"cleaning {i}: {different}"
-    # the comparison covered cleanings that changed something
-    assert len({tuple(sorted(s.items())) for s in fast}) >= 4
+    assert_same_states(fast, slow)
+
+
+@pytest.mark.parametrize(("props", "dedupe"), [
+    ({}, 128 * 1024 * 1024),
+    ({}, 20 * 24),
+])
+def test_worker_process_writes_the_files_of_in_thread_cleaning(tmp_path: Path, props: dict[str, str],
+                                                               dedupe: int) -> None:
+    """The broker's cleaner runs in a worker process (`cleaner_worker`): same files, every cleaning."""
+    remote = run(tmp_path / "worker", 4, True, props, dedupe, worker=True)
+    local = run(tmp_path / "thread", 4, True, props, dedupe)
+    assert_same_states(remote, local)
 
 
 def _records_block(records: list[SimpleRecord]) -> tuple[bytes, int]:

@@ -1,0 +1,357 @@
+"""The log cleaner's worker process: both passes of a cleaning (offset map, rewrite into
+`.cleaned` files) run in a separate Python process, so the broker's event loop never waits for
+the GIL behind them.
+
+Why a process and not native code: the cleaner's hot loops are already batch-level
+(`cleaner_scan`), and the remaining cost of running them beside the loop is the GIL, not the
+arithmetic: a thread gives the loop the GIL only every switch interval (5 ms), and C calls such
+as dict resizes or codec calls hold it longer. A process removes that contention whatever the
+Python code does, needs no compiler on the installing machine, and runs the very code the
+in-thread cleaner runs, so the files written are the same by construction (the tests compare
+them anyway).
+
+The split: the worker runs `Cleaner.clean` on a read-only view of the log (`_LogView`), reading
+the segment files through its own descriptors and writing `<base>.log.cleaned` and its indexes
+itself. Whatever needs the broker's live state goes back to the broker's cleaner thread as a
+request on the same connection: the active producers' last batches, the aborted transactions of
+an offset range, a segment's next offset, and the swap of each cleaned segment (which runs on the
+event loop through `LogManager.run_exclusive`, as in-thread cleaning does). The broker's side
+stops a cleaning by killing the worker (a log closed or deleted meanwhile, a shutdown); the
+`.cleaned` files it leaves are removed as after a crash. The worker exits when its connection
+closes or when the broker process is gone (a watchdog thread sees the parent change).
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import socket
+import subprocess
+import sys
+import threading
+import time
+import traceback
+from dataclasses import dataclass
+from multiprocessing.connection import Connection
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from .cleaner import Cleaner, CleanerConfig, CleanerStats, CleaningAbortedError, LastRecord, segments_between
+
+if TYPE_CHECKING:
+    from .config import LogConfig
+    from .partition_log import PartitionLog
+    from .txn_index import AbortedTxn
+
+log = logging.getLogger(__name__)
+
+#: how often an idle wait checks whether the cleaning must stop (the log closed, a shutdown)
+_POLL_S = 0.05
+#: how often the worker checks that the broker process is still its parent
+_WATCHDOG_S = 0.05
+
+
+class CleanerWorkerError(RuntimeError):
+    """The worker failed a cleaning (its traceback is the message) or died."""
+
+
+# ---------------------------------------------------------------------------------------------
+# what the worker is told about a log
+
+
+@dataclass(frozen=True, slots=True)
+class SegmentInfo:
+    """One segment below the first uncleanable offset, as the worker needs it."""
+
+    base_offset: int
+    log_path: str
+    size: int
+    #: position of the batch holding the first dirty offset (0 when the segment starts after it)
+    dirty_position: int
+    offset_index_bytes: int
+    time_index_bytes: int
+
+
+@dataclass(frozen=True, slots=True)
+class CleaningPlan:
+    """One cleaning: the log's dir, config and segments, the dirty section and the clock."""
+
+    dir: str
+    name: str
+    config: LogConfig
+    segments: tuple[SegmentInfo, ...]
+    first_dirty_offset: int
+    first_uncleanable_offset: int
+    now_ms: int
+    batch_paths: bool
+    index_per_batch: bool
+
+
+def plan_of(cleaner: Cleaner, plog: PartitionLog, first_dirty: int, uncleanable: int, now_ms: int) -> CleaningPlan:
+    """The plan of cleaning `plog`'s dirty section [first_dirty, uncleanable) (broker side)."""
+    segs = [s for s in segments_between(plog, 0, uncleanable) if s.base_offset < uncleanable]
+    infos = tuple(SegmentInfo(s.base_offset, str(s.log_path), s.size,
+                              s.offset_index.lookup(first_dirty)[1] if s.base_offset <= first_dirty else 0,
+                              s.offset_index.size_in_bytes(), s.time_index.size_in_bytes()) for s in segs)
+    return CleaningPlan(str(plog.dir), plog.name, plog.config, infos, first_dirty, uncleanable, now_ms,
+                        cleaner.batch_paths, cleaner.index_per_batch)
+
+
+# ---------------------------------------------------------------------------------------------
+# the worker's side
+
+
+class _IndexFacts:
+    """The two things the cleaner asks of a segment's indexes: a lookup of the first dirty
+    offset (precomputed) and the file size (for grouping)."""
+
+    __slots__ = ("_base", "_bytes", "_dirty_position")
+
+    def __init__(self, base: int, dirty_position: int, size_bytes: int) -> None:
+        self._base = base
+        self._dirty_position = dirty_position
+        self._bytes = size_bytes
+
+    def lookup(self, _offset: int) -> tuple[int, int]:
+        # only ever asked for the first dirty offset, which the plan's position is for
+        return self._base, self._dirty_position
+
+    def size_in_bytes(self) -> int:
+        return self._bytes
+
+
+class _SegmentView:
+    """A source segment as `Cleaner` reads it, through the worker's own descriptor (a swap may
+    rename the file; the descriptor stays valid)."""
+
+    def __init__(self, info: SegmentInfo, rpc: _Rpc) -> None:
+        self.base_offset = info.base_offset
+        self.log_path = Path(info.log_path)
+        self.size = info.size
+        self._fd = os.open(info.log_path, os.O_RDONLY)
+        self.offset_index = _IndexFacts(info.base_offset, info.dirty_position, info.offset_index_bytes)
+        self.time_index = _IndexFacts(info.base_offset, 0, info.time_index_bytes)
+        self._rpc = rpc
+
+    def fileno(self) -> int:
+        return self._fd
+
+    def read_next_offset(self) -> int:
+        return self._rpc.call("next_offset", self.base_offset)
+
+    def close(self) -> None:
+        os.close(self._fd)
+
+
+class _LogView:
+    """The log as `Cleaner.clean` uses it, in the worker."""
+
+    def __init__(self, plan: CleaningPlan, rpc: _Rpc) -> None:
+        self.dir = Path(plan.dir)
+        self.name = plan.name
+        self.config = plan.config
+        self.closed = False
+        self._rpc = rpc
+        self.segments: list[_SegmentView] = []
+        for info in plan.segments:
+            self.segments.append(_SegmentView(info, rpc))
+
+    def aborted_transactions(self, fetch_offset: int, upper_bound_offset: int) -> list[AbortedTxn]:
+        return self._rpc.call("aborted", fetch_offset, upper_bound_offset)
+
+    def close(self) -> None:
+        for s in self.segments:
+            s.close()
+
+
+@dataclass(slots=True)
+class _Dirty:
+    """The part of `LogToClean` that `Cleaner.clean` reads."""
+
+    log: _LogView
+    first_dirty_offset: int
+    first_uncleanable_offset: int
+
+
+class _Rpc:
+    """Requests from the worker to the broker's cleaner thread, answered in order."""
+
+    def __init__(self, conn: Connection) -> None:
+        self.conn = conn
+
+    def call(self, kind: str, *args: Any) -> Any:
+        self.conn.send((kind, *args))
+        status, value = self.conn.recv()
+        if status != "ok":
+            raise CleaningAbortedError(value)
+        return value
+
+
+def _run_exclusive_via(rpc: _Rpc):  # noqa: ANN202 - a Cleaner.run_exclusive
+    def run_exclusive(fn, plog, *args):  # noqa: ANN001, ANN202
+        name = fn.__name__
+        if name == "_last_records_of_active_producers":
+            return rpc.call("last_records")
+        if name == "_replace_segments":
+            cleaned, group = args
+            # the files are complete (trimmed, flushed); the broker opens them for the swap
+            cleaned.close_handlers()
+            return rpc.call("swap", cleaned.base_offset, [s.base_offset for s in group])
+        raise AssertionError(f"no remote form of {name}")
+    return run_exclusive
+
+
+def _watch_parent(parent: int) -> None:
+    while True:
+        time.sleep(_WATCHDOG_S)
+        if os.getppid() != parent:
+            os._exit(1)  # the broker is gone: stop writing into its log dirs at once
+
+
+def worker_main(fd: int, parent: int) -> None:
+    """The worker process: clean what the broker sends until the connection closes."""
+    if os.getppid() != parent:
+        return
+    threading.Thread(target=_watch_parent, args=(parent,), daemon=True, name="parent-watchdog").start()
+    conn = Connection(fd)
+    rpc = _Rpc(conn)
+    cleaner: Cleaner | None = None
+    while True:
+        try:
+            msg = conn.recv()
+        except (EOFError, OSError):
+            return
+        if msg[0] == "config":
+            cleaner = Cleaner(msg[1])
+            cleaner.run_exclusive = _run_exclusive_via(rpc)
+            cleaner.is_aborted = lambda _plog: False  # the broker kills the worker instead
+            continue
+        plan: CleaningPlan = msg[1]
+        assert cleaner is not None
+        view = None
+        try:
+            cleaner.batch_paths = plan.batch_paths
+            cleaner.index_per_batch = plan.index_per_batch
+            view = _LogView(plan, rpc)
+            end, stats = cleaner.clean(_Dirty(view, plan.first_dirty_offset, plan.first_uncleanable_offset),
+                                       plan.now_ms)  # type: ignore[arg-type]
+            reply: tuple = ("done", end, stats, os.getpid())
+        except Exception:  # noqa: BLE001 - reported to the broker, which decides
+            reply = ("error", traceback.format_exc())
+        finally:
+            if view is not None:
+                view.close()
+        conn.send(reply)
+
+
+# ---------------------------------------------------------------------------------------------
+# the broker's side
+
+
+class CleanerWorker:
+    """Runs `Cleaner.clean` in a worker process on behalf of a `LogCleaner` (one worker per
+    cleaner thread). Started on first use, restarted after it was killed. `clean` blocks: call it
+    from the cleaner's thread, as `Cleaner.clean`."""
+
+    def __init__(self, cleaner: Cleaner, config: CleanerConfig) -> None:
+        self.cleaner = cleaner
+        self.config = config
+        self._proc: subprocess.Popen | None = None
+        self._conn: Connection | None = None
+        #: the pid of the process that did the last cleaning
+        self.last_pid: int | None = None
+
+    @property
+    def pid(self) -> int | None:
+        return self._proc.pid if self._proc is not None and self._proc.poll() is None else None
+
+    def _start(self) -> Connection:
+        if self._conn is not None and self._proc is not None and self._proc.poll() is None:
+            return self._conn
+        self.close()
+        ours, theirs = socket.socketpair()
+        try:
+            self._proc = subprocess.Popen(
+                [sys.executable, "-m", "odradek.logstore.cleaner_worker", str(theirs.fileno()), str(os.getpid())],
+                pass_fds=(theirs.fileno(),), stdin=subprocess.DEVNULL)
+        finally:
+            theirs.close()
+        self._conn = Connection(ours.detach())
+        self._conn.send(("config", self.config))
+        return self._conn
+
+    def close(self) -> None:
+        """Stop the worker (it finishes nothing: `.cleaned` files it leaves are a crash's)."""
+        if self._conn is not None:
+            self._conn.close()
+            self._conn = None
+        proc, self._proc = self._proc, None
+        if proc is not None and proc.poll() is None:
+            proc.kill()
+            proc.wait()
+
+    def clean(self, plog: PartitionLog, first_dirty: int, uncleanable: int, now_ms: int,
+              is_aborted) -> tuple[int, CleanerStats]:  # noqa: ANN001
+        """`Cleaner.clean` of that dirty section, in the worker; stopped (CleaningAbortedError)
+        as soon as `is_aborted(plog)` says so."""
+        conn = self._start()
+        conn.send(("clean", plan_of(self.cleaner, plog, first_dirty, uncleanable, now_ms)))
+        try:
+            while True:
+                while not conn.poll(_POLL_S):
+                    if is_aborted(plog):
+                        raise CleaningAbortedError(f"cleaning of {plog.name} aborted")
+                msg = conn.recv()
+                kind = msg[0]
+                if kind == "done":
+                    _done, end, stats, self.last_pid = msg
+                    return end, stats
+                if kind == "error":
+                    raise CleanerWorkerError(f"the cleaner worker failed on {plog.name}:\n{msg[1]}")
+                conn.send(("ok", self._answer(plog, kind, msg[1:])))
+        except BaseException:
+            # whatever stopped us (abort, an error of ours, a dead worker), the worker may be
+            # mid-request: start afresh next time
+            self.close()
+            raise
+
+    def _answer(self, plog: PartitionLog, kind: str, args: tuple) -> Any:
+        cleaner = self.cleaner
+        if kind == "last_records":
+            return cleaner.run_exclusive(_last_records, plog)
+        if kind == "aborted":
+            return plog.aborted_transactions(*args)
+        if kind == "next_offset":
+            (base,) = args
+            return _segment_at(plog, base).read_next_offset()
+        if kind == "swap":
+            from .files import CLEANED_SUFFIX  # noqa: PLC0415
+            from .segment import LogSegment  # noqa: PLC0415
+            base, old_bases = args
+            wanted = set(old_bases)
+            old = [s for s in plog.segments if s.base_offset in wanted]
+            cleaned = LogSegment(plog.dir, base, plog.config, file_suffix=CLEANED_SUFFIX, create=False)
+            try:
+                cleaner.run_exclusive(cleaner._replace_segments, plog, cleaned, old)
+            except BaseException:
+                if not cleaned.closed and cleaned.suffix == CLEANED_SUFFIX:
+                    cleaned.close_handlers()
+                raise
+            return None
+        raise CleanerWorkerError(f"unknown request {kind!r} from the cleaner worker")
+
+
+def _last_records(plog: PartitionLog) -> dict[int, LastRecord]:
+    return Cleaner._last_records_of_active_producers(plog)
+
+
+def _segment_at(plog: PartitionLog, base: int):  # noqa: ANN202
+    for s in plog.segments:
+        if s.base_offset == base:
+            return s
+    raise CleaningAbortedError(f"segment {base} of {plog.name} is gone")
+
+
+if __name__ == "__main__":
+    logging.basicConfig(level=logging.WARNING, format="%(asctime)s %(levelname)s cleaner-worker %(message)s")
+    worker_main(int(sys.argv[1]), int(sys.argv[2]))
