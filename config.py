@@ -136,6 +136,9 @@ BROKER_CONFIGS: dict[str, ConfigKey] = _keys(
     _k("odradek.log.cleaner.index.per.batch", _str, None,
        "Offset-index layout of cleaned segments: unset follows the cluster's metadata.version "
        "(Kafka 4.x layout, 3.x for 3.x versions); true/false forces one."),
+    _k("odradek.log.cleaner.worker.process", _str, "true",
+       "true: the log cleaner runs in a worker process (the event loop never waits for the GIL "
+       "behind it); false: in a thread of the broker process."),
     _k("log.flush.interval.messages", _long, LONG_MAX, "Messages appended before the log is fsynced."),
     _k("log.flush.interval.ms", _long, None, "Maximum time data stays unflushed; defaults to log.flush.scheduler.interval.ms."),
     _k("log.flush.scheduler.interval.ms", _long, LONG_MAX, "How often logs are checked for a time-based flush."),

@@ -94,6 +94,8 @@ _INDEX_FILES = (files.LOG_SUFFIX, files.INDEX_SUFFIX, files.TIME_INDEX_SUFFIX, f
 #: Odradek-only broker key: "true" writes cleaned segments' index entries batch by batch (Kafka 4.x),
 #: "false" one per appended chunk (Kafka 3.x). Unset: follows the cluster's metadata.version.
 INDEX_PER_BATCH_KEY = "odradek.log.cleaner.index.per.batch"
+#: Odradek-only broker key: "false" cleans in a thread of the broker process instead of a worker process
+WORKER_PROCESS_KEY = "odradek.log.cleaner.worker.process"
 #: metadata.version 4.0-IV0: the first level only Kafka 4 writes
 METADATA_VERSION_4_0 = 22
 
@@ -1077,7 +1079,8 @@ class LogCleaner:
         cleaner = cls(manager, CleanerConfig.from_broker_props(raw))
         if cleaner.config.index_per_batch is None and metadata_version is not None:
             cleaner.cleaner.index_per_batch = metadata_version >= METADATA_VERSION_4_0
-        cleaner.use_worker_process()
+        if str(raw.get(WORKER_PROCESS_KEY, "true")).strip().lower() != "false":
+            cleaner.use_worker_process()
         return cleaner
 
     def _aborted(self, plog: PartitionLog) -> bool:

@@ -447,4 +447,7 @@ def test_cleaner_config_from_broker_properties(tmp_path: Path) -> None:
     assert LogCleaner.from_broker_config(mgr, {}, 21).cleaner.index_per_batch is False
     assert LogCleaner.from_broker_config(
         mgr, {"odradek.log.cleaner.index.per.batch": "true"}, 21).cleaner.index_per_batch is True
+    # the broker's cleaner cleans in a worker process unless told not to
+    assert LogCleaner.from_broker_config(mgr, {}, 27).worker is not None
+    assert LogCleaner.from_broker_config(mgr, {"odradek.log.cleaner.worker.process": "false"}, 27).worker is None
     mgr.shutdown()
