@@ -30,6 +30,7 @@ from ..wire.records import ControlRecordType, iter_batches, parse_control_record
 from . import consumer as consumer_records
 from . import records as rec
 from . import share as share_groups
+from . import streams as streams_groups
 from .classic import (
     ClassicGroup,
     ClassicMember,
@@ -40,6 +41,7 @@ from .classic import (
 )
 from .consumer import ConsumerGroup
 from .share import ShareGroup
+from .streams import StreamsGroup
 
 if TYPE_CHECKING:
     from ..broker import Broker
@@ -79,7 +81,7 @@ class CommittedOffset:
     expire_timestamp: int = -1
 
 
-Group = ClassicGroup | ConsumerGroup | ShareGroup
+Group = ClassicGroup | ConsumerGroup | ShareGroup | StreamsGroup
 
 
 class GroupCoordinator:
@@ -159,6 +161,8 @@ class GroupCoordinator:
                 self._classic_timers(group, now)
             elif isinstance(group, ShareGroup):
                 share_groups.tick(self, group, now)
+            elif isinstance(group, StreamsGroup):
+                streams_groups.tick(self, group, now)
             else:
                 before = len(group.members), group.group_epoch
                 group.expire_sessions(self, now)
@@ -296,6 +300,8 @@ class GroupCoordinator:
         consumer_bytes: dict[str, dict[bytes, bytes]] = {}
         share_found: dict[str, dict[int, dict[str, Any]]] = {}
         share_bytes: dict[str, dict[bytes, bytes]] = {}
+        streams_found: dict[str, dict[int, dict[str, Any]]] = {}
+        streams_bytes: dict[str, dict[bytes, bytes]] = {}
         for partition in partitions:
             partition_log = broker.partition_log(rec.OFFSETS_TOPIC, partition)
             if partition_log is None:
@@ -336,7 +342,8 @@ class GroupCoordinator:
                         by_type[member] = record.value
                         raw[key] = value  # type: ignore[assignment]
                 elif isinstance(record, rec.OtherRecord):
-                    share_groups.collect(share_found, share_bytes, record.key, record.value)
+                    if not share_groups.collect(share_found, share_bytes, record.key, record.value):
+                        streams_groups.collect(streams_found, streams_bytes, record.key, record.value)
             for producer_id, records in in_txn.items():
                 target = self.pending_transactional.setdefault((producer_id, partition), {})
                 for r in records:
@@ -359,6 +366,7 @@ class GroupCoordinator:
             group.subscribed_partitions = group.partition_counts(self.topic_partition_count)
             self.groups[group_id] = group
         share_groups.load(self, share_found, share_bytes)
+        streams_groups.load(self, streams_found, streams_bytes)
         for group_id, offsets in list(self.offsets.items()):
             if not offsets:
                 del self.offsets[group_id]
@@ -504,7 +512,7 @@ class GroupCoordinator:
                 <= self.cfg("group.max.session.timeout.ms")):
             raise GroupError(ErrorCode.INVALID_SESSION_TIMEOUT)
         existing = self.groups.get(group_id)
-        if isinstance(existing, ShareGroup):
+        if isinstance(existing, ShareGroup | StreamsGroup):
             raise GroupError(ErrorCode.INCONSISTENT_GROUP_PROTOCOL)
         if isinstance(existing, ConsumerGroup):
             if not existing.is_empty():
@@ -1005,6 +1013,10 @@ class GroupCoordinator:
             group.validate_offset_commit(member_id, generation_id, api_version, instance_id=instance_id,
                                          transactional=transactional, partitions=partitions)
             return group
+        if isinstance(group, StreamsGroup):
+            group.validate_offset_commit(member_id, generation_id, transactional=transactional,
+                                         api_version=api_version)
+            return group
         if group.is_in(GroupState.DEAD):
             raise GroupError(ErrorCode.COORDINATOR_NOT_AVAILABLE)
         if generation_id < 0 and group.is_in(GroupState.EMPTY):
@@ -1055,7 +1067,7 @@ class GroupCoordinator:
         Kafka's ConsumerGroup.validateOffsetFetch."""
         self._check_active(group_id)
         group = self.groups.get(group_id)
-        if isinstance(group, ConsumerGroup) and not (member_id is None and member_epoch < 0):
+        if isinstance(group, ConsumerGroup | StreamsGroup) and not (member_id is None and member_epoch < 0):
             group.validate_offset_fetch(member_id, member_epoch)
 
     def delete_offsets(self, group_id: str, partitions: list[tuple[str, int]]) -> dict[tuple[str, int], ErrorCode]:
@@ -1196,7 +1208,7 @@ class GroupCoordinator:
                                          rebalance_timeout_ms, subscribed_topic_names, subscribed_topic_regex,
                                          server_assignor, owned)
             group = self.groups.get(group_id)
-            if isinstance(group, ShareGroup):
+            if isinstance(group, ShareGroup | StreamsGroup):
                 raise GroupError(ErrorCode.GROUP_ID_NOT_FOUND, f"Group {group_id} is not a consumer group.")
             converted: list[tuple[bytes, bytes | None]] = []
             if isinstance(group, ClassicGroup):
@@ -1238,6 +1250,8 @@ class GroupCoordinator:
                 out.append((group.group_id, group.protocol_type or "", group.state.value, "classic"))
             elif isinstance(group, ShareGroup):
                 out.append((group.group_id, "share", group.state_name(), "share"))
+            elif isinstance(group, StreamsGroup):
+                out.append((group.group_id, "streams", group.state_name(), "streams"))
             else:
                 out.append((group.group_id, "consumer", group.state_name(), "consumer"))
         return out
@@ -1257,7 +1271,7 @@ class GroupCoordinator:
                     raise GroupError(ErrorCode.GROUP_ID_NOT_FOUND)
                 if isinstance(group, ClassicGroup) and not group.is_in(GroupState.EMPTY):
                     raise GroupError(ErrorCode.NON_EMPTY_GROUP)
-                if isinstance(group, ConsumerGroup | ShareGroup) and not group.is_empty():
+                if isinstance(group, ConsumerGroup | ShareGroup | StreamsGroup) and not group.is_empty():
                     raise GroupError(ErrorCode.NON_EMPTY_GROUP)
                 stored = self.offsets.get(group_id, {})
                 tombstones: list[tuple[bytes, bytes | None]] = [
@@ -1267,6 +1281,8 @@ class GroupCoordinator:
                 elif isinstance(group, ShareGroup):
                     share_groups.delete_state(self, group)
                     tombstones.extend(share_groups.changes(group, {}))
+                elif isinstance(group, StreamsGroup):
+                    tombstones.extend(streams_groups.tombstones(group))
                 else:
                     tombstones.append((rec.group_metadata_key(group_id), None))
                 self._append(group_id, rec.cleanup_batch(tombstones, self.now_ms(), self.format))

@@ -94,6 +94,7 @@ _HANDLER_MODULES = (
     "share_groups",
     "share_fetch",
     "share_state",
+    "streams_groups",
 )
 
 
