@@ -3,7 +3,7 @@
 Brokers (all share the ``kafka_oracle.BrokerProcess`` interface: ``bootstrap``, ``log_dirs``,
 ``start()``, ``stop()``, ``kill()``, ``restart()``):
 
-* ``kafka_broker`` -- one started Kafka 4.1.1 per test module;
+* ``kafka_broker`` -- one started Kafka 4.4.0 per test module;
 * ``kafka_broker_factory(version=..., overrides=..., start=True)`` -- fresh brokers per test;
 * ``odradek_broker`` / ``odradek_broker_factory(overrides=..., start=True)`` -- the same for Odradek;
 * ``any_broker`` -- module-scoped, parametrized over ``kafka`` and ``odradek``: write a scenario
@@ -101,7 +101,7 @@ def broker_factory(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Callabl
 
 @pytest.fixture
 def kafka_broker_factory(broker_factory: _Factory) -> Callable[..., KafkaBroker]:
-    """``kafka_broker_factory(version="4.1.1", overrides=None, start=True)`` -> :class:`KafkaBroker`."""
+    """``kafka_broker_factory(version="4.4.0", overrides=None, start=True)`` -> :class:`KafkaBroker`."""
     return lambda **kwargs: broker_factory("kafka", **kwargs)  # type: ignore[return-value]
 
 
@@ -120,7 +120,7 @@ def _module_factory(tmp_path_factory: pytest.TempPathFactory) -> Iterator[_Facto
 
 @pytest.fixture(scope="module")
 def kafka_broker(_module_factory: _Factory) -> KafkaBroker:
-    """A running Kafka 4.1.1 broker shared by the tests of one module."""
+    """A running Kafka 4.4.0 broker shared by the tests of one module."""
     return _module_factory("kafka")  # type: ignore[return-value]
 
 
@@ -146,7 +146,7 @@ def any_broker(request: pytest.FixtureRequest) -> BrokerProcess:
 
 @pytest.fixture(scope="session")
 def java_client() -> Iterator[Callable[..., JavaClient]]:
-    """``java_client(bootstrap_or_broker, version="4.1.1")`` -> :class:`JavaClient` (the stock Java client).
+    """``java_client(bootstrap_or_broker, version="4.4.0")`` -> :class:`JavaClient` (the stock Java client).
 
     Clients are cached per (bootstrap, version), so a module's tests share one driver JVM;
     all of them are closed at the end of the session.

@@ -47,10 +47,11 @@ REPO_ROOT = COMPAT_DIR.parent
 CACHE_DIR = Path(os.environ.get("ODRADEK_CACHE_DIR", REPO_ROOT / ".cache"))
 JAVA_SRC_DIR = COMPAT_DIR / "java"
 
-DEFAULT_KAFKA_VERSION = "4.1.1"
-KAFKA_VERSIONS = ("4.4.0", "4.1.1", "3.9.1")
-#: The current Apache Kafka release (issue #23 moves DEFAULT_KAFKA_VERSION to it).
+#: The current Apache Kafka release, the oracle tests compare Odradek with.
 KAFKA_4_4 = "4.4.0"
+DEFAULT_KAFKA_VERSION = KAFKA_4_4
+#: 3.9.1 is the older reference (the last 3.x); 4.1.1 stays for tests that name it.
+KAFKA_VERSIONS = ("4.4.0", "4.1.1", "3.9.1")
 
 #: Fixed cluster id so formatted log dirs (meta.properties) are reproducible across runs.
 #: It is the URL-safe base64 (no padding) of the 16 bytes ``b"Odradek-Oracle-1"``.
@@ -333,11 +334,15 @@ def dump_log_segments(
     if isinstance(files, str | Path):
         files = [files]
     joined = ",".join(str(f) for f in files)
-    # the tool moved from core (Scala) to kafka-tools in Kafka 4.2
-    major, minor = (int(x) for x in version.split(".")[:2])
-    main_class = "org.apache.kafka.tools.DumpLogSegments" if (major, minor) >= (4, 2) else "kafka.tools.DumpLogSegments"
-    proc = run_java_tool(main_class, ["--files", joined, *flags], version=version, timeout=timeout)
+    proc = run_java_tool(dump_log_segments_class(version), ["--files", joined, *flags], version=version,
+                         timeout=timeout)
     return proc.stdout, proc.stderr, proc.returncode
+
+
+def dump_log_segments_class(version: str = DEFAULT_KAFKA_VERSION) -> str:
+    """DumpLogSegments' main class in ``version``: it moved from core (Scala) to kafka-tools in Kafka 4.2."""
+    major, minor = (int(x) for x in version.split(".")[:2])
+    return "org.apache.kafka.tools.DumpLogSegments" if (major, minor) >= (4, 2) else "kafka.tools.DumpLogSegments"
 
 
 # ---------------------------------------------------------------------------------------------
@@ -1145,7 +1150,7 @@ def warm_up(version: str = DEFAULT_KAFKA_VERSION) -> None:
         segment.parent.mkdir()
         segment.write_bytes(b"")
         run_java_tool(
-            "kafka.tools.DumpLogSegments",
+            dump_log_segments_class(version),
             ["--files", str(segment), "--deep-iteration", "--print-data-log"],
             version=version,
             record_cds=True,

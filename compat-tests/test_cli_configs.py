@@ -1,4 +1,4 @@
-"""`odradek configs` (kafka-configs.sh) against a real Odradek, and next to Kafka 4.1's own ConfigCommand.
+"""`odradek configs` (kafka-configs.sh) against a real Odradek, and next to Kafka 4.4's own ConfigCommand.
 
 * topic configs: --alter sets and deletes overrides, --describe prints them; the text is byte for byte
   what Kafka's ConfigCommand prints for the same Odradek broker (dynamic, --all, a missing topic, the
@@ -7,7 +7,7 @@
   tool), kafka-python then logs in over SASL_PLAINTEXT SCRAM-SHA-256 with that password; --describe
   lists them; --delete-config removes one and the login with it fails; the tool itself logs in as
   the new user through --command-config;
-* users --describe is compared with Kafka's tool on a real Kafka 4.1 broker and on Odradek (Kafka's
+* users --describe is compared with Kafka's tool on a real Kafka 4.4 broker and on Odradek (Kafka's
   tool describes client quotas first: Odradek stores and enforces client quotas, see docs/quotas.md,
   and AlterClientQuotas needs ALTER_CONFIGS on the cluster).
 """
@@ -24,7 +24,7 @@ from test_security import roundtrip_kafka_python, start_with_listener
 
 from odradek.cli import main
 
-CONFIG_COMMAND = "kafka.admin.ConfigCommand"  # where Kafka 4.1.1 keeps kafka-configs.sh's class
+CONFIG_COMMAND = "org.apache.kafka.tools.ConfigCommand"  # where Kafka 4.4 keeps kafka-configs.sh's class
 SASL_ONLY = {"sasl.enabled.mechanisms": "SCRAM-SHA-256,SCRAM-SHA-512"}
 
 
