@@ -15,6 +15,14 @@ import trio
 
 from ..cluster_metadata import Topic, random_uuid, validate_topic_name
 from ..kraft.store import Steps
+from ..quota import mutation_quota
+from ..quota.controller_mutation import (
+    CREATE_PARTITIONS_STRICT_SINCE,
+    CREATE_TOPICS_STRICT_SINCE,
+    DELETE_TOPICS_STRICT_SINCE,
+    MutationQuota,
+    ThrottlingQuotaExceeded,
+)
 from ..security.acl import RT_TOPIC
 from ..wire.errors import ErrorCode
 from ..wire.primitives import Uuid
@@ -248,6 +256,23 @@ def _check_replicas(ctx: RequestContext, replication_factor: int, assignments) -
         )
 
 
+def _take_mutations(quota: MutationQuota, partitions: int) -> None:
+    """Take `partitions` from the client's controller_mutation_rate (after every other check, as
+    Kafka's controller does; a validate-only request takes them too)."""
+    try:
+        quota.record(partitions)
+    except ThrottlingQuotaExceeded as exc:
+        raise TopicError(ErrorCode.THROTTLING_QUOTA_EXCEEDED, str(exc)) from None
+
+
+def _mutation_throttle_ms(ctx: RequestContext, quota: MutationQuota) -> int:
+    """The response's throttle time from the mutation quota; the connection is muted for it."""
+    throttle = quota.throttle_time_ms()
+    if throttle > 0:
+        ctx.extra["throttle_ms"] = max(throttle, ctx.extra.get("throttle_ms") or 0)
+    return throttle
+
+
 def _ask_placement(broker, name: str, replication_factor: int, assignments) -> None:
     """Tell the controller's placer what CreateTopics/CreatePartitions asked for `name`."""
     controller = getattr(broker, "quorum_controller", None)
@@ -261,7 +286,7 @@ def _ask_placement(broker, name: str, replication_factor: int, assignments) -> N
         controller.cluster.requested[name] = int(broker.config.get("default.replication.factor"))
 
 
-async def _create_one(ctx: RequestContext, wanted, validate_only: bool):
+async def _create_one(ctx: RequestContext, wanted, validate_only: bool, quota: MutationQuota):
     """Validate and (unless validate_only) create one topic; returns (topic or None, partitions, configs)."""
     meta = ctx.broker.metadata
     problem = validate_topic_name(wanted.name)
@@ -283,6 +308,7 @@ async def _create_one(ctx: RequestContext, wanted, validate_only: bool):
         configs = validate_topic_configs({c.name: c.value for c in wanted.configs})
     except InvalidConfig as exc:
         raise TopicError(ErrorCode.INVALID_CONFIG, str(exc)) from None
+    _take_mutations(quota, partitions)
     if not validate_only:
         _ask_placement(ctx.broker, wanted.name, wanted.replication_factor, wanted.assignments)
     topic = None if validate_only else await create_topic(ctx.broker, wanted.name, partitions, configs)
@@ -294,13 +320,15 @@ async def handle_create_topics(ctx: RequestContext, header, request) -> object:
     names = [t.name for t in request.topics]
     duplicates = {n for n in names if names.count(n) > 1}
     results = []
+    quota = mutation_quota(ctx, header, CREATE_TOPICS_STRICT_SINCE)
     async with admin_lock(ctx.broker):
         for wanted in request.topics:
-            results.append(await _create_result(ctx, header.api_version, request, wanted, duplicates))
-    return CreateTopicsResponse(throttle_time_ms=0, topics=results)
+            results.append(await _create_result(ctx, header.api_version, request, wanted, duplicates, quota))
+    return CreateTopicsResponse(throttle_time_ms=_mutation_throttle_ms(ctx, quota), topics=results)
 
 
-async def _create_result(ctx: RequestContext, version: int, request, wanted, duplicates: set[str]):
+async def _create_result(ctx: RequestContext, version: int, request, wanted, duplicates: set[str],
+                         quota: MutationQuota):
     Result = CreateTopicsResponse.CreatableTopicResult
     ConfigEntry = CreateTopicsResponse.CreatableTopicConfigs
     if wanted.name in duplicates:
@@ -308,7 +336,7 @@ async def _create_result(ctx: RequestContext, version: int, request, wanted, dup
                       error_message="Found multiple entries for this topic.",
                       num_partitions=-1, replication_factor=-1, configs=None)
     try:
-        topic, partitions, _ = await _create_one(ctx, wanted, request.validate_only)
+        topic, partitions, _ = await _create_one(ctx, wanted, request.validate_only, quota)
     except TopicError as exc:
         return Result(name=wanted.name, error_code=int(exc.code), error_message=str(exc),
                       num_partitions=-1, replication_factor=-1, configs=None)
@@ -345,6 +373,7 @@ async def handle_delete_topics(ctx: RequestContext, header, request) -> object:
     version = header.api_version
     wanted = [(t.name, t.topic_id) for t in request.topics] if version >= 6 else [(n, Uuid.ZERO) for n in request.topic_names]
     results = []
+    quota = mutation_quota(ctx, header, DELETE_TOPICS_STRICT_SINCE)
     for name, topic_id in wanted:
         topic = meta.get(name) if name is not None else meta.by_id(topic_id)
         if not ctx.broker.config.get("delete.topic.enable"):
@@ -362,26 +391,32 @@ async def handle_delete_topics(ctx: RequestContext, header, request) -> object:
                 results.append(Result(name=name, topic_id=topic_id, error_code=int(ErrorCode.UNKNOWN_TOPIC_OR_PARTITION),
                                       error_message="This server does not host this topic-partition."))
                 continue
+            try:
+                _take_mutations(quota, topic.partitions)
+            except TopicError as exc:
+                results.append(Result(name=name, topic_id=topic_id, error_code=int(exc.code), error_message=str(exc)))
+                continue
             await delete_topic(ctx.broker, topic)
         groups = ctx.broker.coordinators.get("groups")
         if groups is not None:
             # Kafka drops the committed offsets of a deleted topic (with tombstones).
             groups.on_topics_deleted({topic.name})
         results.append(Result(name=topic.name, topic_id=topic.topic_id, error_code=0, error_message=None))
-    return DeleteTopicsResponse(throttle_time_ms=0, responses=results)
+    return DeleteTopicsResponse(throttle_time_ms=_mutation_throttle_ms(ctx, quota), responses=results)
 
 
 @handles(CREATE_PARTITIONS_KEY, 0, supported_versions(CREATE_PARTITIONS_KEY)[1])
 async def handle_create_partitions(ctx: RequestContext, header, request) -> object:
     names = [t.name for t in request.topics]
     results = []
+    quota = mutation_quota(ctx, header, CREATE_PARTITIONS_STRICT_SINCE)
     async with admin_lock(ctx.broker):
         for wanted in request.topics:
-            results.append(await _create_partitions_result(ctx, request, wanted, names))
-    return CreatePartitionsResponse(throttle_time_ms=0, results=results)
+            results.append(await _create_partitions_result(ctx, request, wanted, names, quota))
+    return CreatePartitionsResponse(throttle_time_ms=_mutation_throttle_ms(ctx, quota), results=results)
 
 
-async def _create_partitions_result(ctx: RequestContext, request, wanted, names: list[str]):
+async def _create_partitions_result(ctx: RequestContext, request, wanted, names: list[str], quota: MutationQuota):
     Result = CreatePartitionsResponse.CreatePartitionsTopicResult
     meta = ctx.broker.metadata
     try:
@@ -401,6 +436,7 @@ async def _create_partitions_result(ctx: RequestContext, request, wanted, names:
                              f"Attempted to add {wanted.count - topic.partitions} additional partition(s), but only "
                              f"{len(wanted.assignments)} assignment(s) were specified.")
         _check_replicas(ctx, 1, wanted.assignments or [])
+        _take_mutations(quota, wanted.count - topic.partitions)
         if not request.validate_only:
             _ask_placement(ctx.broker, topic.name, -1, wanted.assignments or [])
             if not wanted.assignments and getattr(ctx.broker, "quorum_controller", None) is not None:

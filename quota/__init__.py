@@ -14,6 +14,9 @@ Where a throttle comes from (Kafka's KafkaApis / RequestHandlerHelper):
   from the rate), and a fetch asks for no more than one quota span's worth of bytes.
 * Every other request (but those between brokers and controllers): its handling time against
   ``request_percentage``.
+* CreateTopics, CreatePartitions and DeleteTopics also take their partitions from the client's
+  ``controller_mutation_rate`` (:mod:`.controller_mutation`): refused with THROTTLING_QUOTA_EXCEEDED
+  or throttled, and the response carries the larger of the two throttle times.
 
 A throttled response carries ``throttle_time_ms`` and the broker then reads nothing more from the
 connection until the throttle time has passed (Kafka mutes the channel); clients of KIP-219 versions
@@ -28,9 +31,11 @@ import time
 from typing import Any
 
 from .client_quota_manager import SECONDS_TO_PERCENTAGE, ClientQuotaManager
+from .controller_mutation import ControllerMutationQuotaManager, MutationQuota
 from .sampled_rate import SampledRate
 
-__all__ = ["QuotaManagers", "quota_managers", "client_of", "connection_throttle_ms", "SECONDS_TO_PERCENTAGE"]
+__all__ = ["QuotaManagers", "quota_managers", "client_of", "connection_throttle_ms", "mutation_quota",
+           "SECONDS_TO_PERCENTAGE"]
 
 #: Kafka's defaults of quota.window.num and quota.window.size.seconds.
 DEFAULT_WINDOW_NUM = 11
@@ -112,6 +117,7 @@ class QuotaManagers:
         self.fetch = ClientQuotaManager("consumer_byte_rate", samples, window_ms)
         self.request = ClientQuotaManager("request_percentage", samples, window_ms, max_throttle_ms=window_ms)
         self.connections = ConnectionRateQuotas(samples, window_ms)
+        self.controller_mutation = ControllerMutationQuotaManager(samples, window_ms)
         self.version = -1
         #: odradek.quota.task_time.TaskTimes while request_percentage quotas are set
         self.task_times: Any = None
@@ -123,7 +129,7 @@ class QuotaManagers:
             return
         self.version = version
         quotas = getattr(image, "client_quotas", {})
-        for manager in (self.produce, self.fetch, self.request, self.connections):
+        for manager in (self.produce, self.fetch, self.request, self.connections, self.controller_mutation):
             manager.update(quotas)
 
     @property
@@ -175,6 +181,16 @@ def connection_throttle_ms(broker: Any, ip: str) -> int:
     if managers is None:
         return 0
     return managers.connections.record_and_get_throttle_time_ms(_normalized_ip(ip), now_ms())
+
+
+def mutation_quota(ctx: Any, header: Any, strict_since: int) -> MutationQuota:
+    """The controller mutation quota of a CreateTopics/CreatePartitions/DeleteTopics request: strict
+    from `strict_since` on, permissive below (Kafka's ControllerMutationQuotaManager.newQuotaFor)."""
+    managers = quota_managers(ctx.broker)
+    bucket = None
+    if managers is not None:
+        bucket = managers.controller_mutation.bucket(*client_of(ctx, header.client_id))
+    return MutationQuota(bucket, header.api_version >= strict_since, now_ms)
 
 
 def client_of(ctx: Any, client_id: str | None) -> tuple[str, str]:

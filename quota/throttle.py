@@ -63,7 +63,8 @@ def after_request(ctx: Any, header: Any, request: Any, body: Any, request_size: 
     else:
         throttle = managers.request_throttle_ms(user, client_id, seconds, now)
     if throttle > 0:
-        ctx.extra["throttle_ms"] = throttle
+        # a controller mutation throttle the handler set stays if it is the longer one
+        ctx.extra["throttle_ms"] = max(throttle, ctx.extra.get("throttle_ms") or 0)
         _set_throttle(body, throttle)
     return body
 
