@@ -37,6 +37,14 @@ STATE_VALUES = {STABLE: 0, UNREVOKED_PARTITIONS: 1, UNRELEASED_PARTITIONS: 2}
 
 
 @dataclass
+class ClassicMeta:
+    """What ConsumerGroupMemberMetadataValue's ClassicMemberMetadata holds for a classic member."""
+
+    session_timeout_ms: int
+    protocols: list[tuple[str, bytes]]
+
+
+@dataclass
 class ConsumerMember:
     """A member of a consumer group (KIP-848)."""
 
@@ -61,6 +69,13 @@ class ConsumerMember:
     # or is revoking (Kafka 4.4's AssignmentEpochs): a commit with an older member epoch is
     # still accepted for partitions held since then
     epochs: dict[tuple[str, int], int] = field(default_factory=dict)
+    # A member that speaks the classic protocol inside this group (online migration): its session
+    # timeout and JoinGroup protocols; None for a consumer-protocol member
+    classic: ClassicMeta | None = None
+    # classic members only: when a member told to rejoin must have joined, and when a joined
+    # member must have sent SyncGroup (Kafka's join and sync timeouts)
+    join_deadline: float | None = None
+    sync_deadline: float | None = None
 
     def held_since(self, topic: str, partition: int) -> int | None:
         """The assignment epoch of a partition the member holds or is revoking, else None."""
@@ -171,17 +186,21 @@ class ConsumerGroup:
         if member is None:
             raise GroupError(ErrorCode.UNKNOWN_MEMBER_ID,
                              f"Member {member_id} is not a member of group {self.group_id}.")
-        if not transactional and api_version < 9:
+        if not transactional and member.classic is None and api_version < 9:
             # Only plain commits must use OffsetCommit v9+ (member epochs); TxnOffsetCommit v3+
             # carries the member epoch in its generation id field, so Kafka exempts it.
             raise GroupError(ErrorCode.UNSUPPORTED_VERSION,
                              "OffsetCommit version 9 or above must be used by members using the consumer group protocol")
         if member_epoch == member.member_epoch:
             return
-        # TxnOffsetCommit before v6 has no STALE_MEMBER_EPOCH: Kafka answers ILLEGAL_GENERATION.
+        # TxnOffsetCommit before v6 has no STALE_MEMBER_EPOCH: Kafka answers ILLEGAL_GENERATION, as it
+        # does to a classic member (its generation is the member epoch).
         code = ErrorCode.STALE_MEMBER_EPOCH if not transactional or api_version >= 6 else ErrorCode.ILLEGAL_GENERATION
+        if member.classic is not None:
+            code = ErrorCode.ILLEGAL_GENERATION
         if member_epoch > member.member_epoch:
-            raise GroupError(code, f"Received member epoch {member_epoch} is newer than current member epoch "
+            what = "generation id" if member.classic is not None else "member epoch"
+            raise GroupError(code, f"Received {what} {member_epoch} is newer than current member epoch "
                                    f"{member.member_epoch}.")
         if partitions is None:
             raise GroupError(code, f"The received member epoch {member_epoch} does not match "
@@ -272,7 +291,7 @@ class ConsumerGroup:
             self.group_epoch += 1
         if self.group_epoch > self.assignment_epoch:
             self.compute_target(topic_partitions)
-        self._reconcile(member, owned, now)
+        self.reconcile(member, owned, now)
         changed = member.last_sent is None or member.last_sent != member.assigned or owned is not None and owned != member.assigned
         result = HeartbeatResult(member_id=member_id, member_epoch=member.member_epoch, heartbeat_interval_ms=interval)
         if changed or member_epoch == 0:
@@ -301,7 +320,8 @@ class ConsumerGroup:
         log.info("Computed the target assignment of consumer group %s for epoch %d with the %s assignor",
                  self.group_id, self.assignment_epoch, self.assignor_name)
 
-    def _reconcile(self, member: ConsumerMember, owned: TopicPartitions | None, now: float) -> None:
+    def reconcile(self, member: ConsumerMember, owned: TopicPartitions | None, now: float) -> None:
+        """Move a member towards its target assignment (Kafka's CurrentAssignmentBuilder)."""
         if member.state == UNREVOKED_PARTITIONS and member.pending_revocation:
             if owned is None or any(owned.get(t, set()) & ps for t, ps in member.pending_revocation.items()):
                 return  # still waiting for the member to give the partitions up
@@ -310,6 +330,11 @@ class ConsumerGroup:
             _keep_epochs(member)
         target = self.target.get(member.member_id, {})
         revoke = _minus(member.assigned, target)
+        if revoke and owned is not None and not any(owned.get(t, set()) & ps for t, ps in revoke.items()):
+            # the member no longer owns what it must give up (an eager classic member revoked
+            # everything before rejoining): Kafka's ownsRevokedPartitions, straight to the new epoch
+            member.assigned = _minus(member.assigned, revoke)
+            revoke = {}
         if revoke:
             member.assigned = _minus(member.assigned, revoke)
             member.pending_revocation = revoke
@@ -340,15 +365,57 @@ class ConsumerGroup:
         if recompute:
             self.group_epoch += 1
 
-    def expire_sessions(self, coordinator: GroupCoordinator, now: float) -> None:
-        """Fence members whose session timed out or that did not revoke within their rebalance timeout."""
-        for member in list(self.members.values()):
+    def expired_members(self, now: float) -> list[tuple[str, str]]:
+        """(member id, reason) of the members to fence now: session timed out, partitions not
+        revoked within the rebalance timeout, or (classic members) no rejoin or sync in time."""
+        out = []
+        for member in self.members.values():
             if now >= member.session_deadline:
-                self.remove_member(member.member_id, "session timeout")
+                out.append((member.member_id, "session timeout"))
             elif member.revocation_deadline is not None and now >= member.revocation_deadline:
-                self.remove_member(member.member_id, "did not revoke partitions within the rebalance timeout")
+                out.append((member.member_id, "did not revoke partitions within the rebalance timeout"))
+            elif member.join_deadline is not None and now >= member.join_deadline:
+                out.append((member.member_id, "the classic member failed to join within the rebalance timeout"))
+            elif member.sync_deadline is not None and now >= member.sync_deadline:
+                out.append((member.member_id, "the member failed to sync within timeout"))
+        return out
+
+    def expire_sessions(self, coordinator: GroupCoordinator, now: float) -> None:
+        """Fence the members :meth:`expired_members` names (without online downgrade)."""
+        for member_id, reason in self.expired_members(now):
+            self.remove_member(member_id, reason)
         if self.group_epoch > self.assignment_epoch:
             self.compute_target(coordinator.topic_partition_count)
+
+    # ---------------------------------------------------------------- classic members (migration)
+
+    def classic_members(self) -> list[ConsumerMember]:
+        return [m for m in self.members.values() if m.classic is not None]
+
+    def all_classic_except(self, member_id: str) -> bool:
+        """Kafka's allMembersUseClassicProtocolExcept."""
+        return all(m.classic is not None for m in self.members.values() if m.member_id != member_id)
+
+    def supports_classic_protocols(self, protocol_type: str, names: list[str]) -> bool:
+        """Whether a classic member with these protocols may join (Kafka's supportsClassicProtocols):
+        the consumer protocol type, and a protocol every classic member already supports."""
+        if protocol_type != "consumer":
+            return False
+        classic = self.classic_members()
+        if not classic:
+            return bool(names)
+        return any(all(n in {p for p, _ in m.classic.protocols} for m in classic if m.classic) for n in names)
+
+    def waiting_on_unreleased_partition(self, member: ConsumerMember) -> bool:
+        """Whether some partition of the member's target is still held by another member."""
+        wanted = _minus(self.target.get(member.member_id, {}), member.assigned)
+        for other in self.members.values():
+            if other is member:
+                continue
+            held = _union(other.assigned, other.pending_revocation)
+            if any(held.get(t, set()) & ps for t, ps in wanted.items()):
+                return True
+        return False
 
 
 # ---------------------------------------------------------------------------------- persistence
@@ -389,7 +456,8 @@ def desired_records(group: ConsumerGroup, topic_id: Callable[[str], object | Non
         out[v].append((rec.consumer_group_key(v, group_id=gid, member_id=m.member_id), rec.consumer_group_value(v, member_cls(
             instance_id=m.instance_id, rack_id=m.rack_id, client_id=m.client_id, client_host=m.client_host,
             subscribed_topic_names=list(m.subscribed_topic_names), subscribed_topic_regex=m.subscribed_topic_regex,
-            rebalance_timeout_ms=m.rebalance_timeout_ms, server_assignor=m.server_assignor))))
+            rebalance_timeout_ms=m.rebalance_timeout_ms, server_assignor=m.server_assignor,
+            classic_member_metadata=_classic_metadata(member_cls, m)))))
         v = rec.CONSUMER_GROUP_TARGET_ASSIGNMENT_MEMBER_KEY_VERSION
         out[v].append((rec.consumer_group_key(v, group_id=gid, member_id=m.member_id), rec.consumer_group_value(
             v, target_cls(topic_partitions=partitions(target_cls.TopicPartition, group.target.get(m.member_id, {}))))))
@@ -405,6 +473,14 @@ def desired_records(group: ConsumerGroup, topic_id: Callable[[str], object | Non
     out[v].append((rec.consumer_group_key(v, group_id=gid),
                    rec.consumer_group_value(v, rec.consumer_group_value_class(v)(assignment_epoch=group.assignment_epoch))))
     return {k: val for version in _KEY_ORDER for k, val in out[version]}
+
+
+def _classic_metadata(member_cls: type, member: ConsumerMember) -> object | None:
+    if member.classic is None:
+        return None
+    meta_cls = member_cls.ClassicMemberMetadata
+    return meta_cls(session_timeout_ms=member.classic.session_timeout_ms, supported_protocols=[
+        member_cls.ClassicProtocol(name=n, metadata=bytes(m)) for n, m in member.classic.protocols])
 
 
 def changes(group: ConsumerGroup, desired: dict[bytes, bytes]) -> list[tuple[bytes, bytes | None]]:
@@ -440,6 +516,11 @@ def group_from_records(group_id: str, found: dict[int, dict[str, object]], topic
             subscribed_topic_names=list(v.subscribed_topic_names), subscribed_topic_regex=v.subscribed_topic_regex,
             server_assignor=v.server_assignor, session_deadline=session_deadline,
         )
+        classic = getattr(v, "classic_member_metadata", None)
+        if classic is not None:
+            group.members[member_id].classic = ClassicMeta(
+                session_timeout_ms=classic.session_timeout_ms,
+                protocols=[(p.name, bytes(p.metadata)) for p in classic.supported_protocols])
     for member_id, v in found.get(rec.CONSUMER_GROUP_TARGET_ASSIGNMENT_MEMBER_KEY_VERSION, {}).items():
         if member_id in group.members:
             group.target[member_id] = names(v.topic_partitions)

@@ -28,6 +28,7 @@ from ..handlers.common import error_code_for
 from ..wire.errors import ErrorCode
 from ..wire.records import ControlRecordType, iter_batches, parse_control_record_key
 from . import consumer as consumer_records
+from . import migration
 from . import records as rec
 from . import share as share_groups
 from . import streams as streams_groups
@@ -164,10 +165,7 @@ class GroupCoordinator:
             elif isinstance(group, StreamsGroup):
                 streams_groups.tick(self, group, now)
             else:
-                before = len(group.members), group.group_epoch
-                group.expire_sessions(self, now)
-                if (len(group.members), group.group_epoch) != before:
-                    self._persist_consumer_group(group)
+                migration.expire(self, group, now)
         interval = self.cfg("offsets.retention.check.interval.ms") / 1000
         if now - self._last_retention_check >= interval:
             self._last_retention_check = now
@@ -516,7 +514,12 @@ class GroupCoordinator:
             raise GroupError(ErrorCode.INCONSISTENT_GROUP_PROTOCOL)
         if isinstance(existing, ConsumerGroup):
             if not existing.is_empty():
-                raise GroupError(ErrorCode.INCONSISTENT_GROUP_PROTOCOL)
+                # a classic member inside a consumer group (online migration)
+                return migration.join(
+                    self, existing, member_id=member_id, instance_id=instance_id, client_id=client_id,
+                    client_host=client_host, session_timeout_ms=session_timeout_ms,
+                    rebalance_timeout_ms=rebalance_timeout_ms, protocol_type=protocol_type, protocols=protocols,
+                    require_known_member_id=require_known_member_id)
             # An empty consumer group turns into a classic group: its records are deleted.
             self._persist_consumer_group(existing, deleted=True)
             del self.groups[group_id]
@@ -875,6 +878,11 @@ class GroupCoordinator:
         self._check_active(group_id)
         if not group_id:
             raise GroupError(ErrorCode.INVALID_GROUP_ID)
+        consumer_group = self.groups.get(group_id)
+        if isinstance(consumer_group, ConsumerGroup):
+            return migration.sync(self, consumer_group, member_id=member_id, instance_id=instance_id,
+                                  generation_id=generation_id, protocol_type=protocol_type,
+                                  protocol_name=protocol_name)
         group = self._classic(group_id)
         if group is None or group.is_in(GroupState.EMPTY):
             raise GroupError(ErrorCode.UNKNOWN_MEMBER_ID)
@@ -926,7 +934,10 @@ class GroupCoordinator:
             if not group_id:
                 raise GroupError(ErrorCode.INVALID_GROUP_ID)
             group = self.groups.get(group_id)
-            if group is None or isinstance(group, ConsumerGroup | ShareGroup):
+            if isinstance(group, ConsumerGroup):
+                return migration.heartbeat(self, group, member_id=member_id, instance_id=instance_id,
+                                           generation_id=generation_id)
+            if group is None or isinstance(group, ShareGroup):
                 raise GroupError(ErrorCode.UNKNOWN_MEMBER_ID)
             if group.is_in(GroupState.DEAD):
                 raise GroupError(ErrorCode.COORDINATOR_NOT_AVAILABLE)
@@ -949,7 +960,9 @@ class GroupCoordinator:
             if not group_id:
                 raise GroupError(ErrorCode.INVALID_GROUP_ID)
             group = self.groups.get(group_id)
-            if group is None or isinstance(group, ConsumerGroup | ShareGroup):
+            if isinstance(group, ConsumerGroup):
+                return ErrorCode.NONE, migration.leave(self, group, members)
+            if group is None or isinstance(group, ShareGroup):
                 # Kafka answers an unknown group member by member.
                 return ErrorCode.NONE, [ErrorCode.UNKNOWN_MEMBER_ID] * len(members)
             if group.is_in(GroupState.DEAD):
@@ -1211,14 +1224,25 @@ class GroupCoordinator:
             if isinstance(group, ShareGroup | StreamsGroup):
                 raise GroupError(ErrorCode.GROUP_ID_NOT_FOUND, f"Group {group_id} is not a consumer group.")
             converted: list[tuple[bytes, bytes | None]] = []
+            classic_before: ClassicGroup | None = None
             if isinstance(group, ClassicGroup):
-                if not group.is_in(GroupState.EMPTY) or member_epoch != 0:
+                if group.is_in(GroupState.EMPTY) and member_epoch == 0:
+                    # An empty classic group (maybe with offsets) becomes a consumer group; its
+                    # group metadata record is deleted.
+                    group = None
+                    converted = [(rec.group_metadata_key(group_id), None)]
+                elif member_epoch == 0 and not group.is_in(GroupState.DEAD) and migration.can_upgrade(self, group):
+                    classic_before = group
+                    group, converted = migration.to_consumer_group(self, group)
+                    self.groups[group_id] = group
+                else:
                     raise GroupError(ErrorCode.GROUP_ID_NOT_FOUND,
                                      f"Group {group_id} is not a consumer group.")
-                # An empty classic group (maybe with offsets) becomes a consumer group; its
-                # group metadata record is deleted.
-                group = None
-                converted = [(rec.group_metadata_key(group_id), None)]
+            elif (isinstance(group, ConsumerGroup) and member_epoch == -1 and member_id in group.members
+                  and migration.can_downgrade(self, group, member_id)):
+                # the last consumer-protocol member leaves: the classic members carry on in a classic group
+                migration.to_classic_group(self, group, member_id)
+                return HeartbeatResult(member_id=member_id, member_epoch=-1, heartbeat_interval_ms=0)
             if group is None:
                 if member_epoch != 0:
                     raise GroupError(ErrorCode.GROUP_ID_NOT_FOUND, f"Consumer group {group_id} not found.")
@@ -1226,15 +1250,22 @@ class GroupCoordinator:
                 group.list_topics = self.topic_names
                 self.groups[group_id] = group
             try:
-                return group.heartbeat(
+                result = group.heartbeat(
                     self, api_version=api_version, member_id=member_id, member_epoch=member_epoch,
                     instance_id=instance_id, rack_id=rack_id, rebalance_timeout_ms=rebalance_timeout_ms,
                     subscribed_topic_names=subscribed_topic_names, subscribed_topic_regex=subscribed_topic_regex,
                     server_assignor=server_assignor, owned=owned, client_id=client_id, client_host=client_host,
                     topic_partitions=self.topic_partition_count,
                 )
+            except GroupError:
+                if classic_before is not None:  # nothing was written: the group stays classic
+                    self.groups[group_id] = classic_before
+                    converted = []
+                raise
             finally:
-                self._persist_consumer_group(group, converted)
+                if converted or classic_before is None:
+                    self._persist_consumer_group(group, converted)
+            return result
         except GroupError as exc:
             return HeartbeatResult(error=exc.code, error_message=str(exc) if str(exc) != exc.code.name else None)
 

@@ -828,7 +828,8 @@ async def handle_consumer_group_describe(ctx: RequestContext, header, request) -
                 member_id=m.member_id, instance_id=m.instance_id, rack_id=m.rack_id, member_epoch=m.member_epoch,
                 client_id=m.client_id, client_host=m.client_host, subscribed_topic_names=list(m.subscribed_topic_names),
                 subscribed_topic_regex=m.subscribed_topic_regex, assignment=assignment(m.assigned),
-                target_assignment=assignment(group.target.get(m.member_id, {})), member_type=1,
+                target_assignment=assignment(group.target.get(m.member_id, {})),
+                member_type=0 if m.classic is not None else 1,  # KIP-1099: classic members inside the group
             )
             for m in group.members.values()
         ]
