@@ -8,7 +8,9 @@ PYTHONPATH (a directory holding it as `odradek/`).
 
 Each case writes a compacted partition (1 MiB segments, producer-style batches) through
 `PartitionLog.append_as_leader`, rolls the active segment so the whole log is dirty, then runs one
-cleaning round (`LogCleaner.clean_filthiest`) in this thread, unthrottled unless the case says so.
+cleaning round (`LogCleaner.clean_filthiest`) from this thread, in a worker process as the broker
+does (`--in-thread`: in this thread), unthrottled unless the case says so. Round CPU s counts this
+thread's and the worker's CPU time.
 Throughput = bytes of the dirty section / wall time of the round (offset map + rewrite + swap), the
 figure Kafka's cleaner logs as "read X MB in Y seconds"; the two phases are also shown apart.
 Disk use: the `.log` bytes, and the allocated size of every file of the partition dir (`du`;
@@ -113,7 +115,13 @@ def _round_beside_loop(cleaner: LogCleaner, now_ms: int) -> tuple[float, list[fl
         sys.setswitchinterval(interval)
 
 
-def run(case: Case, base: Path, loop_probe: bool = False) -> dict[str, object]:
+def _process_cpu_s(pid: int) -> float:
+    """CPU time (user + system) a process has used so far, from /proc."""
+    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
+def run(case: Case, base: Path, loop_probe: bool = False, worker: bool = True) -> dict[str, object]:
     work = base / case.name.replace(" ", "_")
     work.mkdir(parents=True)
     cfg = LogConfig.from_props({"cleanup.policy": "compact", "segment.bytes": str(case.segment_bytes),
@@ -129,6 +137,15 @@ def run(case: Case, base: Path, loop_probe: bool = False) -> dict[str, object]:
     before_log = log_bytes(lg.dir)
     dirty = lg.size_in_bytes()
     cleaner = LogCleaner(mgr, CleanerConfig(max_io_bytes_per_second=case.rate))
+    worker_pid = None
+    if worker:
+        # as the broker cleans: in a worker process (started before the timing starts)
+        cleaner.use_worker_process()
+        assert cleaner.worker is not None
+        cleaner.worker.start()
+        worker_pid = cleaner.worker.pid
+        assert worker_pid is not None
+        w0 = _process_cpu_s(worker_pid)
     load = os.getloadavg()[0]
     t0 = time.perf_counter()
     late: list[float] = []
@@ -139,6 +156,9 @@ def run(case: Case, base: Path, loop_probe: bool = False) -> dict[str, object]:
         assert cleaner.clean_filthiest(T0 + 10**6)
         cpu = time.thread_time() - c0
     elapsed = time.perf_counter() - t0
+    if worker_pid is not None:
+        cpu += _process_cpu_s(worker_pid) - w0
+        cleaner.close()
     stats = cleaner.last_stats
     assert stats is not None
     after = disk_use(lg.dir)
@@ -180,13 +200,15 @@ def main() -> None:
     ap.add_argument("--cases", default=None, help="comma-separated case numbers (default: all but 6)")
     ap.add_argument("--loop-probe", action="store_true",
                     help="run each round in a Trio worker thread and report how late a 1 ms sleep on the loop woke")
+    ap.add_argument("--in-thread", action="store_true",
+                    help="clean in this process's thread (odradek.log.cleaner.worker.process=false), not a worker process")
     args = ap.parse_args()
     cases = all_cases(args.records)
     chosen = [int(i) for i in args.cases.split(",")] if args.cases else [0, 1, 2, 3, 4, 5, 7]
     cases = [cases[i] for i in chosen]
     base = Path(tempfile.mkdtemp(prefix="bench-cleaner-", dir=args.dir))
     try:
-        rows = [run(c, base, args.loop_probe) for c in cases]
+        rows = [run(c, base, args.loop_probe, not args.in_thread) for c in cases]
     finally:
         shutil.rmtree(base, ignore_errors=True)
     print("# Log cleaner benchmark\n")

@@ -1,20 +1,22 @@
 """Issue #28's compaction case on Apache Kafka and on Odradek's cleaner, in the same run.
 
-Run: `python benchmarks/bench_cleaner_kafka.py [--version 3.9.1] [--case 6] [--records 1000000]
-[--warm-up]` (needs the Kafka jars of `compat-tests/kafka_oracle.py`, i.e. `.ci/fetch-tools.sh`).
+Run: `python benchmarks/bench_cleaner_kafka.py [--version 4.4.0] [--cases 0,1,2,3,4,6] [--records 1000000]
+[--repeat 3] [--json rows.jsonl] [--warm-up]` (needs the Kafka jars of `compat-tests/kafka_oracle.py`, i.e. `.ci/fetch-tools.sh`).
 
 Kafka: a single-node broker gets a compacted topic (the case's segment size, `min.compaction.lag.ms`
 high so nothing is cleaned while it fills) and the batches `bench_cleaner.py` writes for the case
 (`bench_cleaner.case_batches`, stamped with the current time), one Produce request per batch; then the lag is lifted and the cleaner's own statistics are read from its log ("X MB of
 log processed in Y seconds (Z MB/sec)", with the map and copy phases). Kafka's dirty section stops
 before its active segment; Odradek's case rolls it, so compare MB/s, not seconds.
-Odradek: `bench_cleaner.run` on the same case, in this process, right after. With `--warm-up`
+Odradek: `bench_cleaner.run` on the same case right after, cleaning in a worker process as the
+broker does (`--in-thread`: in this process's thread). With `--warm-up`
 Kafka first cleans a second topic holding the same data, so the measured cleaning runs JIT-compiled.
 """
 
 from __future__ import annotations
 
 import argparse
+import json
 import os
 import re
 import shutil
@@ -116,44 +118,68 @@ def run_kafka(version: str, workdir: Path, data: list[bytes], segment_bytes: int
             "records": int(m.group("end")) - int(m.group("start"))}
 
 
-def main() -> None:
-    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("--version", default="3.9.1")
-    ap.add_argument("--case", type=int, default=6,
-                    help="a case of bench_cleaner.py (default 6, issue #28's; not 5, the throttled one)")
-    ap.add_argument("--records", type=int, default=1_000_000, help="records of the scaled cases (not 6)")
-    ap.add_argument("--dir", type=Path, default=None)
-    ap.add_argument("--skip-odradek", action="store_true")
-    ap.add_argument("--warm-up", action="store_true",
-                    help="Kafka cleans a copy of the data first (JIT warm), the second cleaning is measured")
-    args = ap.parse_args()
-    case = bench_cleaner.all_cases(args.records)[args.case]
-    if case.rate != float("inf"):
-        ap.error("the throttled case needs the broker-wide throttle; not run beside Kafka")
-    base = Path(tempfile.mkdtemp(prefix="bench-cleaner-kafka-", dir=args.dir))
+def run_case(version: str, case: bench_cleaner.Case, base: Path, warm_up: bool, skip_odradek: bool,
+             worker: bool = True) -> dict[str, object]:
+    """Kafka, then Odradek, on one case; one row of figures."""
     try:
         # stamped now: with bench_cleaner's 2023 timestamps every segment would be past
         # min.compaction.lag.ms at once, and Kafka would clean while the topic fills
         data = list(bench_cleaner.case_batches(case, int(time.time() * 1000)))
-        kafka = run_kafka(args.version, base / "kafka", data, case.segment_bytes, args.warm_up)
+        kafka = run_kafka(version, base / "kafka", data, case.segment_bytes, warm_up)
         del data
-        ours = None if args.skip_odradek else bench_cleaner.run(case, base / "odradek")
+        ours = None if skip_odradek else bench_cleaner.run(case, base / "odradek", worker=worker)
     finally:
         shutil.rmtree(base, ignore_errors=True)
-    mib = 1024 * 1024
-    print(f"# Log cleaner, Kafka {args.version} and Odradek: {case.name}, {case.records:,} records over "
-          f"{case.keys:,} keys, {case.segment_bytes / mib:g} MiB segments\n")
-    print("| broker | dirty MiB | round s | map s | rewrite s | dirty MiB/s | load at start |")
-    print("|---|---|---|---|---|---|---|")
-    print(f"| Kafka {args.version}{' (warmed up)' if args.warm_up else ''} | {kafka['dirty_mib']:.1f} "
-          f"| {kafka['round_s']:.2f} | {kafka['map_s']:.1f} | {kafka['copy_s']:.1f} | {kafka['mib_s']:.1f} "
-          f"| {kafka['load']:.1f} |")
+    row: dict[str, object] = {"case": case.name, "records": case.records, "keys": case.keys,
+                              "kafka_version": version, "warm_up": warm_up, "kafka": kafka}
     if ours is not None:
-        dirty = float(ours["before_log"]) / mib  # type: ignore[arg-type]
-        print(f"| Odradek | {dirty:.1f} | {ours['elapsed']:.2f} | {ours['map_s']:.2f} | {ours['copy_s']:.2f} "
-              f"| {dirty / float(ours['elapsed']):.1f} | {ours['load']:.1f} |")  # type: ignore[arg-type]
-        print(f"\nOdradek/Kafka (dirty MiB/s): {dirty / float(ours['elapsed']) / kafka['mib_s']:.2f}x; "  # type: ignore[arg-type]
-              f"Odradek's round used {ours['cpu']:.2f} s of CPU.")
+        dirty = float(ours["before_log"]) / (1024 * 1024)  # type: ignore[arg-type]
+        ours = {k: v for k, v in ours.items() if k != "late"}
+        row["odradek"] = {**ours, "dirty_mib": dirty, "mib_s": dirty / float(ours["elapsed"])}  # type: ignore[arg-type]
+        row["ratio"] = dirty / float(ours["elapsed"]) / kafka["mib_s"]  # type: ignore[arg-type]
+    return row
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--version", default="4.4.0")
+    ap.add_argument("--case", "--cases", dest="cases", default="6",
+                    help="comma-separated cases of bench_cleaner.py (default 6, issue #28's; not 5, the throttled one)")
+    ap.add_argument("--records", type=int, default=1_000_000, help="records of the scaled cases (not 6)")
+    ap.add_argument("--repeat", type=int, default=1, help="rounds of every case (Kafka then Odradek each time)")
+    ap.add_argument("--dir", type=Path, default=None)
+    ap.add_argument("--json", type=Path, default=None, help="append one JSON line per round to this file")
+    ap.add_argument("--skip-odradek", action="store_true")
+    ap.add_argument("--in-thread", action="store_true", help="Odradek cleans in-thread, not in a worker process")
+    ap.add_argument("--warm-up", action="store_true",
+                    help="Kafka cleans a copy of the data first (JIT warm), the second cleaning is measured")
+    args = ap.parse_args()
+    cases = bench_cleaner.all_cases(args.records)
+    chosen = [cases[int(i)] for i in args.cases.split(",")]
+    if any(c.rate != float("inf") for c in chosen):
+        ap.error("the throttled case needs the broker-wide throttle; not run beside Kafka")
+    rows = []
+    for rnd in range(args.repeat):
+        for case in chosen:
+            base = Path(tempfile.mkdtemp(prefix="bench-cleaner-kafka-", dir=args.dir))
+            row = run_case(args.version, case, base, args.warm_up, args.skip_odradek, not args.in_thread)
+            row["round"] = rnd
+            rows.append(row)
+            if args.json is not None:
+                with args.json.open("a") as f:
+                    f.write(json.dumps(row) + "\n")
+            print(f"round {rnd} {case.name}: ratio {row.get('ratio', float('nan')):.2f}", file=sys.stderr, flush=True)
+    print(f"# Log cleaner, Kafka {args.version} and Odradek ({'in-thread' if args.in_thread else 'worker process'})\n")
+    print("| case | round | Kafka dirty MiB | Kafka round s | Kafka MiB/s | Odradek dirty MiB | Odradek round s "
+          "| Odradek map / rewrite s | Odradek MiB/s | Odradek/Kafka | load |")
+    print("|---|---|---|---|---|---|---|---|---|---|---|")
+    for row in rows:
+        k = row["kafka"]
+        o = row.get("odradek")
+        assert isinstance(k, dict)
+        ours = (f"{o['dirty_mib']:.1f} | {o['elapsed']:.2f} | {o['map_s']:.2f} / {o['copy_s']:.2f} | {o['mib_s']:.1f} "
+                f"| **{row['ratio']:.2f}x** | {o['load']:.1f}") if isinstance(o, dict) else "| | | | | "
+        print(f"| {row['case']} | {row['round']} | {k['dirty_mib']:.1f} | {k['round_s']:.2f} | {k['mib_s']:.1f} | {ours} |")
 
 
 if __name__ == "__main__":

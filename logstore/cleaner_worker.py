@@ -265,6 +265,10 @@ class CleanerWorker:
     def pid(self) -> int | None:
         return self._proc.pid if self._proc is not None and self._proc.poll() is None else None
 
+    def start(self) -> None:
+        """Start the worker now rather than at the first cleaning (benchmarks time cleanings only)."""
+        self._start()
+
     def _start(self) -> Connection:
         if self._conn is not None and self._proc is not None and self._proc.poll() is None:
             return self._conn
