@@ -107,8 +107,12 @@ class DelegationTokenManager:
     # ---------------------------------------------------------------- the tokens in the metadata
 
     def _records(self) -> dict[str, Any]:
-        store = getattr(self.broker, "metadata_store", None)
-        image = getattr(store, "image", None)
+        role = getattr(self.broker, "broker_role", None)
+        image = getattr(role, "image", None) if role is not None else None
+        if image is None:
+            # this node's own metadata log (a single node or a controller); a broker of a KRaft
+            # cluster reads the tokens from the controllers' records it follows (above)
+            image = getattr(getattr(self.broker, "metadata_store", None), "image", None)
         return getattr(image, "delegation_tokens", None) or {}
 
     def tokens(self) -> list[TokenInfo]:

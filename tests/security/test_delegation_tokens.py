@@ -278,3 +278,25 @@ def test_older_versions_have_no_requester_fields(tmp_path: Path) -> None:
     d = call(broker, 41, 3, owners=None)
     assert [t.token_requester_principal_name for t in d.tokens] == ["alice", "alice"]
     broker.metadata_store.close()
+
+
+def test_a_cluster_broker_logs_in_with_a_token_from_the_controllers_records() -> None:
+    """A broker-only node has no metadata log of its own: the tokens are the records it follows."""
+    from odradek.kraft.image import MetadataImage
+    from odradek.kraft.records import new_record
+
+    clock = Clock()
+    image = MetadataImage()
+    image.delegation_tokens["tok-1"] = new_record(
+        "DelegationTokenRecord", owner="User:alice", requester="User:alice", renewers=[],
+        issue_timestamp=clock.now, max_timestamp=clock.now + 10_000_000, expiration_timestamp=clock.now + 1_000_000,
+        token_id="tok-1")
+    broker = SimpleNamespace(config=BrokerConfig({"delegation.token.secret.key": SECRET}),
+                             metadata_store=SimpleNamespace(image=MetadataImage(), log=None),
+                             broker_role=SimpleNamespace(image=image))
+    manager = DelegationTokenManager(broker, clock)
+    login = manager.scram_login("SCRAM-SHA-256", "tok-1")
+    assert login is not None and login[1] == "alice"
+    assert manager.token_for_hmac(token_hmac(SECRET, "tok-1")).token_id == "tok-1"
+    del image.delegation_tokens["tok-1"]  # a RemoveDelegationTokenRecord from the controller
+    assert manager.scram_login("SCRAM-SHA-256", "tok-1") is None
