@@ -99,6 +99,9 @@ class Broker:
                 metadata_store, self.cluster_id, self.node_id,
                 session_timeout_ms=int(self.config.get("broker.session.timeout.ms")))
             self.metadata_cache = ControllerMetadataCache(self)
+        elif metadata_store.is_broker:
+            # the single node: a failed log dir's partitions go offline in the metadata
+            self.log_manager.dir_failure_listeners.append(metadata_store.handle_dir_offline)
         self.metadata = ClusterMetadata.load(self)
         self._boot_image = None
         # Kafka's Partition.makeLeader: each partition's leader epoch (from the metadata) starts

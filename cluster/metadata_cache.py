@@ -45,13 +45,17 @@ class PartitionView:
 
 
 class LocalMetadataCache:
-    """The single combined node: the only broker, the controller, the leader of everything."""
-
-    #: Nothing but this node's own restart changes what it answers (cached Metadata entries stay valid).
-    generation = 0
+    """The single combined node: the only broker, the controller, the leader of everything but the
+    partitions of a failed log dir (their leader is -1 until a restart)."""
 
     def __init__(self, broker: Broker) -> None:
         self.broker = broker
+
+    @property
+    def generation(self) -> int:
+        # only a failed log dir (and this node's own restart) changes what it answers
+        log_manager = getattr(self.broker, "log_manager", None)
+        return len(getattr(log_manager, "offline_partitions", ()) or ())
 
     def alive_brokers(self, listener_name: str) -> list[BrokerNode]:
         from ..handlers.common import advertised_endpoint  # noqa: PLC0415 - handlers import this module
@@ -69,7 +73,30 @@ class LocalMetadataCache:
         from ..handlers.common import partition_leader_epoch  # noqa: PLC0415
 
         node = self.broker.node_id
+        offline = _offline_partition(self.broker, topic, index)
+        if offline is not None:
+            return offline
         return PartitionView(node, partition_leader_epoch(self.broker, topic, index), [node], [node], [])
+
+
+def _offline_partition(broker: Broker, topic: str, index: int) -> PartitionView | None:
+    """A partition of a failed log dir as the metadata records it (leader -1, this node's replica
+    offline: Kafka's KRaftMetadataCache with the dir gone from the broker's registration)."""
+    log_manager = getattr(broker, "log_manager", None)
+    if not getattr(log_manager, "offline_partitions", None) or (topic, index) not in log_manager.offline_partitions:
+        return None
+    image = getattr(getattr(broker, "metadata_store", None), "image", None)
+    state = image.topic(topic) if image is not None else None
+    part = state.partitions.get(index) if state is not None else None
+    if part is None or part.leader != -1:
+        return None
+    offline = []
+    for i, replica in enumerate(part.replicas):
+        reg = image.brokers.get(replica)
+        directory = part.directories[i] if i < len(part.directories) else None
+        if reg is None or reg.fenced or (directory is not None and reg.log_dirs and directory not in reg.log_dirs):
+            offline.append(replica)
+    return PartitionView(-1, part.leader_epoch, list(part.replicas), list(part.isr), offline, LEADER_NOT_AVAILABLE)
 
 
 class KRaftMetadataCache:

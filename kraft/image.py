@@ -236,6 +236,9 @@ class MetadataImage:
             reg.fenced = False
         if getattr(m, "in_controlled_shutdown", 0) == 1:
             reg.in_controlled_shutdown = True
+        if getattr(m, "log_dirs", None):
+            # the broker's online dirs after some failed (an empty list changes nothing)
+            reg.log_dirs = list(m.log_dirs)
 
     def _on_FenceBrokerRecord(self, m: Any) -> None:  # noqa: N802
         reg = self.brokers.get(m.id)

@@ -297,6 +297,37 @@ class MetadataStore:
                    for index, part in sorted(topic.partitions.items()) if part.leader == self.node_id]
         self._append_chunked(changes)
 
+    def handle_dir_offline(self, path: Path, _partitions: Sequence[tuple[str, int]] = ()) -> int:
+        """A log dir of this node failed: what Kafka's controller writes when a broker's heartbeat
+        names it offline (ReplicationControlManager.handleDirectoriesOffline): this node leaves the
+        ISR of every partition whose replica the metadata places in that dir (leader -1 where it
+        led), then a BrokerRegistrationChangeRecord lists the dirs still online. Metadata then
+        answers those partitions as offline. Returns how many partitions changed."""
+        if self.log is None or not self.is_broker:
+            return 0
+        dir_id = self.directory_ids.get(Path(path)) or next(
+            (u for p, u in self.directory_ids.items() if p.resolve() == Path(path).resolve()), None)
+        reg = self.image.brokers.get(self.node_id)
+        if dir_id is None or reg is None or dir_id not in (reg.log_dirs or []):
+            return 0
+        changes: list[tuple[str, Any]] = []
+        for topic in self.image.topics_by_id.values():
+            for index, part in sorted(topic.partitions.items()):
+                if self.node_id not in part.replicas or not part.directories:
+                    continue
+                if part.directories[part.replicas.index(self.node_id)] != dir_id:
+                    continue
+                if part.leader == self.node_id or self.node_id in part.isr:
+                    changes.append(self._fence(topic.topic_id, index))
+        online = [u for u in reg.log_dirs if u != dir_id]
+        changes.append(("BrokerRegistrationChangeRecord", new_record(
+            "BrokerRegistrationChangeRecord", broker_id=self.node_id, broker_epoch=reg.broker_epoch,
+            log_dirs=online)))
+        self._append_chunked(changes)
+        log.warning("Directory %s of broker %d marked offline, remaining directories: %s", dir_id.to_base64(),
+                    self.node_id, [u.to_base64() for u in online])
+        return len(changes) - 1
+
     def _elr(self) -> bool:
         return self.metadata_version >= MV_4_0_IV1
 

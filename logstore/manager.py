@@ -93,6 +93,9 @@ class LogManager:
         self.future_logs: dict[TopicPartition, PartitionLog] = {}
         #: set when shutdown starts (a move stopped by it keeps its future log)
         self.stopping = False
+        #: told (on the event loop) of each dir that failed, with the partitions it took offline:
+        #: the metadata then shows them offline (Kafka's broker reports the dir to its controller)
+        self.dir_failure_listeners: list[Callable[[Path, list[TopicPartition]], object]] = []
 
     # -- configs --------------------------------------------------------------------------
     def config_for(self, topic: str) -> LogConfig:
@@ -473,6 +476,14 @@ class LogManager:
                     ", ".join(f"{t}-{p}" for t, p in tps) or "no partitions", d.path)
         if not self.online_dirs():
             log.critical("Every log dir has failed")
+        for listener in list(self.dir_failure_listeners):
+            try:
+                try:
+                    self.run_exclusive(listener, d.path, tps)
+                except RuntimeError:  # already on the event loop (or no loop at all)
+                    listener(d.path, tps)
+            except Exception:  # noqa: BLE001 - the dir is offline either way
+                log.exception("Reporting the failed log dir %s", d.path)
         return tps
 
     # -- checkpoints ----------------------------------------------------------------------
