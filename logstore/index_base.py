@@ -14,6 +14,9 @@ import mmap
 import os
 import threading
 from pathlib import Path
+from typing import Any
+
+from . import mapped_file
 
 log = logging.getLogger(__name__)
 
@@ -44,8 +47,10 @@ class IndexFile:
         self.base_offset = base_offset
         self.max_index_size = max_index_size
         self.writable = writable
-        self._mm: mmap.mmap | None = None
-        self._fd = -1
+        self._mm: Any = None
+        # No descriptor is kept (as Kafka's AbstractIndex): the map needs none, and resize and
+        # materialize open the file by path for their rare writes (see mapped_file).
+        self._closed = False
         # flush() may run in a worker thread while the owner trims/remaps the file
         self._remap_lock = threading.Lock()
         self._open()
@@ -54,12 +59,15 @@ class IndexFile:
     def _open(self) -> None:
         flags = os.O_RDWR | os.O_CREAT if self.writable else os.O_RDONLY
         existed = self.path.exists()
-        self._fd = os.open(self.path, flags, 0o644)
-        if not existed:
-            # Kafka preallocates a new index to its maximum size; the file stays sparse on disk.
-            os.ftruncate(self._fd, self._round(self.max_index_size))
-        length = os.fstat(self._fd).st_size
-        self._map(length)
+        fd = os.open(self.path, flags, 0o644)
+        try:
+            if not existed:
+                # Kafka preallocates a new index to its maximum size; the file stays sparse on disk.
+                os.ftruncate(fd, self._round(self.max_index_size))
+            length = os.fstat(fd).st_size
+            self._map(fd, length)
+        finally:
+            os.close(fd)
         # An existing file is assumed to be completely valid: entries = length / entry size.
         self._entries = 0 if not existed else length // self.ENTRY_SIZE
         # Pages below this offset are in the page cache with their blocks allocated (or hold data);
@@ -67,18 +75,25 @@ class IndexFile:
         self._materialized = -(-length // _PAGE) * _PAGE if existed else 0
         self._load_last()
 
-    def _map(self, length: int) -> None:
+    def _map(self, fd: int, length: int) -> None:
         self._length = length
         if length == 0:
             self._mm = None
             return
-        access = mmap.ACCESS_WRITE if self.writable else mmap.ACCESS_READ
-        self._mm = mmap.mmap(self._fd, length, access=access)
+        self._mm = mapped_file.map_file(fd, length, self.writable)
 
     def _unmap(self) -> None:
         if self._mm is not None:
-            self._mm.close()
+            mapped_file.release(self._mm)
             self._mm = None
+
+    def allocate(self, start: int, length: int) -> None:
+        """posix_fallocate the blocks of [start, start + length) of the file."""
+        fd = os.open(self.path, os.O_RDWR)
+        try:
+            os.posix_fallocate(fd, start, length)
+        finally:
+            os.close(fd)
 
     def _round(self, n: int) -> int:
         return n - n % self.ENTRY_SIZE
@@ -99,7 +114,11 @@ class IndexFile:
         start = max(self._materialized, pos - pos % _PAGE)
         stop = min(-(-end // _PAGE) * _PAGE + 3 * _PAGE, self._length)  # a few pages ahead at once
         if stop > start:
-            os.pwrite(self._fd, _ZERO_PAGES[:stop - start], start)
+            fd = os.open(self.path, os.O_WRONLY)
+            try:
+                os.pwrite(fd, _ZERO_PAGES[:stop - start], start)
+            finally:
+                os.close(fd)
         self._materialized = max(stop, end)
 
     def _load_last(self) -> None:
@@ -129,10 +148,14 @@ class IndexFile:
         rounded = self._round(new_size)
         if rounded == self._length:
             return False
+        fd = os.open(self.path, os.O_RDWR)
         with self._remap_lock:
             self._unmap()
-            os.ftruncate(self._fd, rounded)
-            self._map(rounded)
+            try:
+                os.ftruncate(fd, rounded)
+                self._map(fd, rounded)
+            finally:
+                os.close(fd)
         # cut pages are gone; when the file grows again, they come back as holes
         self._materialized = min(self._materialized, -(-rounded // _PAGE) * _PAGE)
         self._entries = min(self._entries, rounded // self.ENTRY_SIZE)
@@ -159,11 +182,11 @@ class IndexFile:
         """Write the mapped pages to disk (msync); blocking, call it off the event loop."""
         with self._remap_lock:
             if self._mm is not None and self.writable:
-                self._mm.flush()
+                mapped_file.flush(self._mm)
 
     def close(self) -> None:
         """Trim to the valid size and release the file (Kafka's AbstractIndex.close)."""
-        if self._fd < 0:
+        if self._closed:
             return
         if self.writable:
             self.trim_to_valid_size()
@@ -173,9 +196,7 @@ class IndexFile:
         """Release the mmap and descriptor without trimming."""
         with self._remap_lock:
             self._unmap()
-            if self._fd >= 0:
-                os.close(self._fd)
-                self._fd = -1
+            self._closed = True
 
     def delete_if_exists(self) -> bool:
         self.close_handler()

@@ -223,7 +223,7 @@ class LogSegment:
             # one call per 64 KiB of index (8192 offset entries), clipped to the file
             end = min(index.length, (start // 65536 + 1) * 65536)
             try:
-                os.posix_fallocate(index._fd, start, end - start)
+                index.allocate(start, end - start)
             except OSError as e:
                 if e.errno not in (errno.EOPNOTSUPP, errno.EINVAL, errno.ENOSYS):
                     raise
