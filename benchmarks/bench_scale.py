@@ -529,14 +529,18 @@ def main(argv: list[str] | None = None) -> int:
                             res = row_recovery(target, size, wd / "logs")
                         else:
                             res = row_groups(target, int(size))
-                    finally:
+                    except BaseException:
                         target.kill()
-                        shutil.rmtree(wd, ignore_errors=True)
+                        print(f"failed; the broker's console log: {target.console}", file=sys.stderr)
+                        raise
+                    target.kill()
+                    shutil.rmtree(wd, ignore_errors=True)
                     print(f"{args.row} {broker} {size}: {res}", flush=True)
                     save(args.json, args.row, broker, size, run, res)
-    finally:
-        if args.workdir is None:
-            shutil.rmtree(base, ignore_errors=True)
+    except BaseException:
+        raise
+    if args.workdir is None:
+        shutil.rmtree(base, ignore_errors=True)
     return 0
 
 
