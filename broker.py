@@ -99,6 +99,12 @@ class Broker:
                 metadata_store, self.cluster_id, self.node_id,
                 session_timeout_ms=int(self.config.get("broker.session.timeout.ms")))
             self.metadata_cache = ControllerMetadataCache(self)
+            if metadata_store.is_broker:
+                # its own failed dirs, as a heartbeat of another broker would name them
+                self.log_manager.dir_failure_listeners.append(
+                    lambda path, _tps: self.quorum_controller.cluster.dirs_offline(
+                        self.node_id, [u for p, u in metadata_store.directory_ids.items()
+                                       if p.resolve() == path.resolve()]))
         elif metadata_store.is_broker:
             # the single node: a failed log dir's partitions go offline in the metadata
             self.log_manager.dir_failure_listeners.append(metadata_store.handle_dir_offline)

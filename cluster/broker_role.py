@@ -11,6 +11,7 @@ leads (`ReplicaManager`). Requests that change metadata are forwarded to the act
 from __future__ import annotations
 
 import logging
+from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 import trio
@@ -122,6 +123,16 @@ class BrokerRole:
             controller=self.controller, metadata_offset=lambda: self.observer.applied_offset - 1 if self.observer else -1,
             caught_up=self.caught_up.is_set,
             heartbeat_interval_s=int(config.get("broker.heartbeat.interval.ms")) / 1000)
+        log_manager = getattr(self.broker, "log_manager", None)
+        if log_manager is not None:
+            log_manager.dir_failure_listeners.append(self._dir_failed)
+
+    def _dir_failed(self, path: Any, _partitions: Any) -> None:
+        """A log dir failed: the next heartbeats name it offline (Kafka's propagateDirectoryFailure)."""
+        resolved = Path(path).resolve()
+        dir_id = next((u for p, u in self.directory_ids.items() if Path(p).resolve() == resolved), None)
+        if dir_id is not None and self.lifecycle is not None:
+            self.lifecycle.offline_dirs.add(dir_id)
 
     def bound_port(self, port: int) -> None:
         """The port the listener really bound (a configured port 0) is the one to register."""

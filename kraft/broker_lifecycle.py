@@ -54,6 +54,8 @@ class BrokerLifecycleManager:
         self.client_id = client_id or f"broker-{node_id}-lifecycle"
         self.broker_epoch = -1
         self.fenced = True
+        #: log dirs that failed (directory ids): every heartbeat names them, as Kafka's broker does
+        self.offline_dirs: set[Uuid] = set()
         self.registered = trio.Event()
         self.unfenced = trio.Event()
         self.want_shutdown = False
@@ -78,7 +80,8 @@ class BrokerLifecycleManager:
         return req(broker_id=self.node_id, broker_epoch=self.broker_epoch,
                    current_metadata_offset=self.metadata_offset(),
                    want_fence=not self.caught_up() and not self.want_shutdown,
-                   want_shut_down=self.want_shutdown, offline_log_dirs=[])
+                   want_shut_down=self.want_shutdown,
+                   offline_log_dirs=sorted(self.offline_dirs, key=lambda u: u.bytes))
 
     async def _send(self, api_key: int, body: Any) -> Any:
         node = self.controller()

@@ -200,6 +200,8 @@ class ClusterControlManager:
             beat = self.heartbeats[broker_id] = BrokerHeartbeatState(broker_id, now)
         beat.last_contact = now
         beat.metadata_offset = request.current_metadata_offset
+        if request.offline_log_dirs:
+            self.dirs_offline(broker_id, list(request.offline_log_dirs))
         caught_up = request.current_metadata_offset >= reg.broker_epoch
         in_shutdown = bool(getattr(reg, "in_controlled_shutdown", False))
         if reg.fenced:
@@ -278,13 +280,32 @@ class ClusterControlManager:
         return any(p.leader == broker_id for t in self.store.image.topics_by_id.values()
                    for p in t.partitions.values())
 
-    def leadership_loss(self, broker_id: int) -> list[tuple[str, Any]]:
+    def dirs_offline(self, broker_id: int, dir_ids: list[Any]) -> None:
+        """A broker named log dirs offline in its heartbeat (Kafka's handleDirectoriesOffline): it
+        leaves the ISR (and the leadership) of its replicas in those dirs, and a
+        BrokerRegistrationChangeRecord keeps only its online dirs. Dirs already offline change nothing."""
+        reg = self.registration(broker_id)
+        registered = list(reg.log_dirs or []) if reg is not None else []
+        offline = {d for d in dir_ids if d in registered}
+        if not offline:
+            return
+        online = [d for d in registered if d not in offline]
+        self._append(self.leadership_loss(broker_id, in_dirs=offline) + [("BrokerRegistrationChangeRecord", new_record(
+            "BrokerRegistrationChangeRecord", broker_id=broker_id, broker_epoch=reg.broker_epoch, log_dirs=online))])
+        log.warning("[QuorumController id=%d] Directories %s in broker %d marked offline, remaining directories: %s",
+                    self.node_id, sorted(d.to_base64() for d in offline), broker_id, [d.to_base64() for d in online])
+
+    def leadership_loss(self, broker_id: int, in_dirs: set[Any] | None = None) -> list[tuple[str, Any]]:
         """The PartitionChangeRecords that move leadership away from `broker_id`: to another live
-        ISR member, else none (leader -1, with ELR the broker kept as eligible leader)."""
+        ISR member, else none (leader -1, with ELR the broker kept as eligible leader). `in_dirs`:
+        only the partitions whose replica on `broker_id` is in one of those log dirs."""
         usable = set(self.usable_brokers()) - {broker_id}
         out = []
         for topic in self.store.image.topics_by_id.values():
             for index, part in sorted(topic.partitions.items()):
+                if in_dirs is not None and (broker_id not in part.replicas or not part.directories
+                                            or part.directories[part.replicas.index(broker_id)] not in in_dirs):
+                    continue
                 if part.leader != broker_id:
                     if broker_id in part.isr and len(part.isr) > 1:
                         # a follower leaves the ISR of the partitions it is fenced from
