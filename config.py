@@ -225,6 +225,9 @@ BROKER_CONFIGS: dict[str, ConfigKey] = _keys(
     _k("odradek.record.validation", _str, "crc",
        "crc: check each produced batch's CRC-32C and header and pass it through undecoded (fast); "
        "full: also decode every record as Kafka's LogValidator does. Compacted topics are always decoded."),
+    _k("odradek.faults.file", _str, None,
+       "Tests only: a JSON file of injected faults (network partition from other brokers, slow disk) that "
+       "the broker follows; odradek.testing writes it (see faults.py, docs/testing-fixture.md)."),
 )
 
 class ConfigError(ValueError):
