@@ -79,6 +79,19 @@ class LocalMetadataCache:
         return PartitionView(node, partition_leader_epoch(self.broker, topic, index), [node], [node], [])
 
 
+_UNASSIGNED_OR_MIGRATING = (bytes(16), bytes(15) + b"\x02")
+
+
+def _dir_online(part: Any, i: int, reg: Any) -> bool:
+    """Kafka's DirectoryId.isOnline: the replica's dir is among the broker's online dirs (unassigned
+    and migrating replicas, and brokers registered without dirs, count as online)."""
+    directory = part.directories[i] if i < len(part.directories or ()) else None
+    dirs = reg.log_dirs or []
+    if directory is None or not dirs or directory.bytes in _UNASSIGNED_OR_MIGRATING:
+        return True
+    return directory in dirs
+
+
 def _offline_partition(broker: Broker, topic: str, index: int) -> PartitionView | None:
     """A partition of a failed log dir as the metadata records it (leader -1, this node's replica
     offline: Kafka's KRaftMetadataCache with the dir gone from the broker's registration)."""
@@ -147,7 +160,7 @@ class KRaftMetadataCache:
             return None
         brokers = self.image.brokers
         alive = {reg.broker_id: reg for reg in self.image.alive_brokers()}
-        offline = [r for r in part.replicas if r not in alive]
+        offline = [r for i, r in enumerate(part.replicas) if r not in alive or not _dir_online(part, i, alive[r])]
         leader, error = part.leader, 0
         reg = alive.get(part.leader)
         if reg is None:
