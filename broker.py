@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import logging
 import time
+from pathlib import Path
 from typing import Any
 
 import trio
@@ -16,6 +17,7 @@ from . import storage
 from .cluster.metadata_cache import ControllerMetadataCache, LocalMetadataCache
 from .cluster_metadata import ClusterMetadata, Topic
 from .config import BrokerConfig
+from .faults import Faults
 from .handlers.fetch_sessions import AppendWaiters, FetchSessionCache
 from .handlers.producer_ids import ProducerIdManager
 from .logstore.config import LogConfig
@@ -65,6 +67,8 @@ class Broker:
         # and transaction markers for partitions other brokers lead
         self.add_partitions_to_txn: Any = None
         self.txn_markers: Any = None
+        # faults a test injects (odradek.testing): inert unless set
+        self.faults = Faults(config.log_dirs)
 
     # ------------------------------------------------------------------ lifecycle
 
@@ -268,7 +272,12 @@ class Broker:
         rp_interval = int(cfg.get("log.flush.offset.checkpoint.interval.ms")) / 1000
         from .handlers.replica_log_dirs import resume_moves  # noqa: PLC0415 - JBOD only
         resume_moves(self)  # replica moves between log dirs a restart interrupted
+        if self.replica_manager is not None and getattr(self.replica_manager, "fetchers", None) is not None:
+            self.replica_manager.fetchers.faults = self.faults
         async with trio.open_nursery() as nursery:
+            faults_file = cfg.get("odradek.faults.file")
+            if faults_file:
+                nursery.start_soon(self.faults.follow_file, Path(faults_file))
             nursery.start_soon(self._every, hw_interval, self.log_manager.checkpoint_high_watermarks)
             nursery.start_soon(self._every, rp_interval, self.log_manager.checkpoint_recovery_points)
             ls_interval = int(cfg.get("log.flush.start.offset.checkpoint.interval.ms")) / 1000

@@ -9,8 +9,9 @@ inert, and the hot paths pay one check of a falsy value:
   else is cut: both brokers stay registered with the controller and serve clients, so the
   follower leaves the ISR after ``replica.lag.time.max.ms``, as in a split between brokers.
 * **slow disk** -- every segment write and fsync of a log in this broker's log dirs first
-  sleeps ``slow_disk_ms``; the sleep happens in the worker thread that writes (appends go to
-  worker threads while any disk is slow), never on the event loop.
+  sleeps ``slow_disk_ms``; the sleep happens in the worker thread that writes (produced and
+  replicated appends go to worker threads while any disk is slow). The few writes made on the
+  event loop itself (coordinators' records) are not slowed: nothing may block the loop.
 
 In-process brokers are changed directly (:meth:`Faults.update`). A broker in another process
 follows a JSON file named by the Odradek-only config key ``odradek.faults.file``
@@ -24,6 +25,7 @@ from __future__ import annotations
 import json
 import logging
 import os
+import sys
 import threading
 import time
 from collections.abc import Iterable
@@ -45,7 +47,7 @@ class Faults:
 
     def __init__(self, log_dirs: Iterable[str | Path] = ()) -> None:
         #: this broker's log dirs (the slow disk applies to them)
-        self.log_dirs = [str(Path(d)) for d in log_dirs]
+        self.log_dirs = [os.path.abspath(d) for d in log_dirs]
         #: broker ids this broker does not replicate with
         self.partitioned: frozenset[int] = frozenset()
         self.slow_disk_ms = 0.0
@@ -143,6 +145,13 @@ def state_path(path: Path) -> Path:
 def disk_wait(log_dir: Path) -> None:
     """The slow-disk wait for a log in `log_dir`, if its broker has one (only called while
     SLOW_DISKS is not empty)."""
-    faults = SLOW_DISKS.get(str(log_dir))
-    if faults is not None:
+    faults = SLOW_DISKS.get(os.path.abspath(log_dir))
+    if faults is not None and not _on_event_loop():
         faults.disk_wait()
+
+
+def _on_event_loop() -> bool:
+    """True in a thread running Trio: the few writes made there (coordinator records) are not
+    slowed, so that a slow disk never blocks the loop."""
+    trio = sys.modules.get("trio")
+    return trio is not None and trio.lowlevel.in_trio_run()

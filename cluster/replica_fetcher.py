@@ -17,6 +17,7 @@ from typing import TYPE_CHECKING, Any
 
 import trio
 
+from ..faults import Faults
 from ..kraft.node_client import NodeConnection, NodeUnavailableError
 from ..wire.errors import ErrorCode
 from ..wire.protocol import request_class
@@ -64,6 +65,8 @@ class ReplicaFetcherManager:
         self._fetchers: set[int] = set()
         self._wake: dict[int, trio.Event] = {}
         self.nursery: trio.Nursery | None = None
+        #: the broker's injected faults (odradek.faults): no fetching from a partitioned leader
+        self.faults = Faults()
 
     def follow(self, key: tuple[str, int], part: Partition, leader: int, leader_epoch: int) -> None:
         """Follow `leader` for this partition from now on (a new leader or epoch: Kafka's makeFollower)."""
@@ -99,6 +102,11 @@ class ReplicaFetcherManager:
                     if not any(f.leader == leader for f in self.followed.values()):
                         return
                     await trio.sleep(0.05)  # partitions whose logs are being made
+                    continue
+                if leader in self.faults.partitioned:
+                    # a test's network partition: this leader is out of reach
+                    self.faults.skipped_fetches += 1
+                    await trio.sleep(0.1)
                     continue
                 address = self._endpoint(leader)
                 if address is None:

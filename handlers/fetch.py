@@ -181,6 +181,10 @@ async def handle_fetch(ctx: RequestContext, header, request) -> object:
     committed = request.isolation_level == READ_COMMITTED
     replica_id = request.replica_state.replica_id if version >= 15 else request.replica_id
     follower = replica_id if replica_id >= 0 and getattr(ctx.broker, "replica_manager", None) is not None else -1
+    if follower >= 0 and follower in ctx.broker.faults.partitioned:
+        # a test's network partition (odradek.faults): the request is lost on the way, unanswered
+        ctx.broker.faults.dropped_fetches += 1
+        return None
     last_epochs = {((t.topic_id if use_ids else t.topic), p.partition): p.last_fetched_epoch
                    for t in request.topics for p in t.partitions} if follower >= 0 and version >= 12 else None
     rack = (request.rack_id or "") if version >= 11 and getattr(ctx.broker, "replica_manager", None) is not None \

@@ -18,6 +18,7 @@ from enum import Enum
 from pathlib import Path
 from typing import NamedTuple
 
+from odradek import faults as _faults
 from odradek.wire.records import (
     BATCH_OVERHEAD,
     ControlRecordType,
@@ -187,6 +188,8 @@ class PendingAppend:
         with self._lock:
             if self._written:
                 return
+            if _faults.SLOW_DISKS:  # a test's slow disk (odradek.faults); this runs in a worker thread
+                _faults.disk_wait(self.log.dir.parent)
             try:
                 self.segment.write_at(self.position, self.view)
             except OSError as e:
@@ -1248,6 +1251,8 @@ class PartitionLog:
         target = self.log_end_offset if up_to is None else min(up_to, self.log_end_offset)
         if target <= self.recovery_point:
             return self.recovery_point
+        if _faults.SLOW_DISKS:  # a test's slow disk (odradek.faults)
+            _faults.disk_wait(self.dir.parent)
         for i, seg in enumerate(list(self.segments)):
             nxt = self.segments[i + 1].base_offset if i + 1 < len(self.segments) else self.log_end_offset
             if nxt > self.recovery_point and seg.base_offset < target:
