@@ -122,6 +122,8 @@ UPDATE_FEATURES_KEY = 57
 UpdateFeaturesResponse = response_class(UPDATE_FEATURES_KEY)
 _UPGRADE, _SAFE_DOWNGRADE, _UNSAFE_DOWNGRADE = 1, 2, 3
 _FAILED = "The update failed for all features since the following feature had an error: "
+#: marks a kraft.version upgrade among the records UpdateFeatures collects
+KRAFT_VERSION_UPGRADE = "kraft.version upgrade"
 
 
 def _metadata_changed(low: int, high: int) -> bool:
@@ -160,10 +162,11 @@ def _update_feature(ctx: RequestContext, name: str, level: int, kind: int, propo
                    else "Refusing to perform the requested downgrade because it might delete metadata information.")
             return f"Unsupported metadata.version downgrade from {current} to {level}. {why}"
     elif name == "kraft.version":
-        if level != current:
-            # Kafka changes the voter set's format here (KRaftVersion and Voters control records)
-            return invalid + ("Odradek does not change kraft.version; format with --standalone for 1"
-                              if kind == _UPGRADE else "Can't downgrade the version of this feature.")
+        if level < current:
+            return invalid + "Can't downgrade the version of this feature."
+        if level > current:
+            # not a FeatureLevelRecord: the Raft layer rewrites the voter set (handlers.quorum)
+            records.append((KRAFT_VERSION_UPGRADE, level))
         return None
     else:
         for dep, need in FEATURE_DEPENDENCIES.get((name, level), {}).items():
@@ -208,6 +211,12 @@ async def handle_update_features(ctx: RequestContext, header, request) -> object
             return R(throttle_time_ms=0, error_code=int(ErrorCode.INVALID_UPDATE_VERSION),
                      error_message=_FAILED + error, results=[])
     validate_only = version >= 1 and request.validate_only
+    raft = [level for name, level in records if name == KRAFT_VERSION_UPGRADE]
+    records = [r for r in records if r[0] != KRAFT_VERSION_UPGRADE]
+    if raft and not validate_only:
+        from .quorum import upgrade_kraft_version  # noqa: PLC0415 - handlers.quorum imports this module
+
+        upgrade_kraft_version(ctx, raft[0])
     if records and not validate_only:
         if wanted.get("eligible.leader.replicas.version", (0, 0))[0] > 0:
             records = _elr_safety_records(ctx) + records

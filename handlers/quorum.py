@@ -4,7 +4,8 @@ A Kafka broker forwards these to its controller, whose Raft client (KafkaRaftCli
 the quorum ones. Odradek is the only voter and always the leader of ``__cluster_metadata-0``;
 each metadata append is fsynced before it is applied, so the high watermark is the log end
 offset. With a static voter set (kraft.version 0, what Odradek writes) Kafka refuses voter
-changes with UNSUPPORTED_VERSION once the request itself is valid; so does this. A dynamic
+changes with UNSUPPORTED_VERSION once the request itself is valid; so does this. UpdateFeatures
+upgrades it to kraft.version 1 (`upgrade_kraft_version`, KIP-853). A dynamic
 quorum (kraft.version 1, a Kafka 4.x directory formatted with --standalone) has its voter, with
 a directory id and endpoint, in a VotersRecord: adding a voter with the same id is
 DUPLICATE_VOTER, another voter never answers (Kafka's REQUEST_TIMED_OUT), and removing the
@@ -97,6 +98,26 @@ def _read_quorum(md_log: Any) -> Quorum:
         return Quorum(version)
     return Quorum(version, tuple((v.voter_id, v.voter_directory_id, tuple((e.name, e.host, e.port) for e in v.endpoints))
                                  for v in voters))
+
+
+def upgrade_kraft_version(ctx: RequestContext, level: int) -> None:
+    """UpdateFeatures' kraft.version upgrade of a static quorum (KIP-853): this node, the only voter,
+    writes the KRaftVersionRecord and a VotersRecord naming itself with the directory id of its
+    metadata log dir and its controller endpoint, as KafkaRaftClient.upgradeKRaftVersion does."""
+    from ..kraft.features import supported_feature_ranges  # noqa: PLC0415
+    from ..kraft.records import new_record  # noqa: PLC0415 - metadata records only on a change
+
+    broker = ctx.broker
+    store = broker.metadata_store
+    name, host, port = controller_endpoint(ctx, _quorums.get(store) or Quorum(0))
+    dir_id = store.directory_ids.get(store.metadata_log_dir) or next(iter(store.directory_ids.values()), Uuid.ZERO)
+    lo, hi = supported_feature_ranges()["kraft.version"]
+    cls = type(new_record("VotersRecord"))
+    voters = cls(version=0, voters=[cls.Voter(
+        voter_id=broker.node_id, voter_directory_id=dir_id, endpoints=[cls.Endpoint(name=name, host=host, port=port)],
+        k_raft_version_feature=cls.KRaftVersionFeature(min_supported_version=lo, max_supported_version=hi))])
+    store.log.upgrade_kraft_version(level, voters, store.epoch, store.now_ms())
+    _quorums.pop(store, None)  # read again from the log
 
 
 def _voter_directory_id(broker: Any, quorum: Quorum) -> Uuid:

@@ -179,6 +179,18 @@ class MetadataLog:
         return self._append(build_batch([record], base_offset=self.log_end_offset, partition_leader_epoch=epoch,
                                         is_control=True), epoch)
 
+    def upgrade_kraft_version(self, version: int, voters: Any, epoch: int, now_ms: int) -> int:
+        """KIP-853's upgrade of a static voter set: one control batch with the KRaftVersionRecord
+        and the VotersRecord (`voters`, with directory ids and endpoints), as Kafka's Raft leader
+        writes it; returns its base offset."""
+        message = new_record("KRaftVersionRecord", version=0, k_raft_version=version)
+        records = [SimpleRecord(key=control_record_key(ctype), value=encode_control_value(int(ctype), msg),
+                                timestamp=now_ms)
+                   for ctype, msg in ((ControlRecordType.KRAFT_VERSION, message),
+                                      (ControlRecordType.KRAFT_VOTERS, voters))]
+        return self._append(build_batch(records, base_offset=self.log_end_offset, partition_leader_epoch=epoch,
+                                        is_control=True), epoch)
+
     def append(self, records: Sequence[tuple[str, Any]], epoch: int, now_ms: int,
                versions: Mapping[str, int] | None = None) -> int:
         """Append metadata records as one batch (one atomic change) and fsync; returns its base offset.

@@ -60,10 +60,6 @@ DIFFERENCES: dict[int, str] = {
 
 #: Differences in the features part of ApiVersions, by feature or field.
 FEATURE_DIFFERENCES: dict[str, str] = {
-    "kraft.version": "UpdateFeatures does not change it (Kafka rewrites the voter set's format in its raft "
-                     "layer): Odradek answers INVALID_UPDATE_VERSION, so `kafka-features.sh upgrade "
-                     "--release-version` (which asks for kraft.version 1 too) fails as a whole; upgrade the "
-                     "other features with --feature, or format with --standalone for level 1",
     "FinalizedFeaturesEpoch": "the offset of the last record in the metadata log, as in Kafka; the logs differ "
                               "(Odradek writes no controller registration and no NoOp records), so the numbers do",
 }

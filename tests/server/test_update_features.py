@@ -1,7 +1,7 @@
 """UpdateFeatures on one node, as Kafka 4.4's controller: a change is a FeatureLevelRecord in the
 metadata log (so it survives a restart and the record versions follow metadata.version), a
-validate-only request changes nothing, one refused feature refuses the whole request, and
-kraft.version (the voter set's format) is not changed by Odradek."""
+validate-only request changes nothing, one refused feature refuses the whole request, and a
+kraft.version upgrade (KIP-853) turns the static voter set into a VotersRecord, which stays."""
 
 from __future__ import annotations
 
@@ -44,9 +44,17 @@ def test_update_features_persists_and_refuses_as_kafka(tmp_path: Path) -> None:
         assert _features(running) == before
         assert _update(running, [("share.version", 0, 2), ("group.version", 0, 2)]).error_code == 0
         assert "share.version" not in _features(running) and "group.version" not in _features(running)
-        # the voter set's format is Kafka's raft layer: Odradek refuses to change it
-        r = _update(running, [("kraft.version", 1, 1)])
+        # the voter set's format (the Raft layer's control records, not a FeatureLevelRecord)
+        assert _update(running, [("kraft.version", 1, 1)], validate_only=True).error_code == 0
+        assert running.broker.metadata_store.log.kraft_version() == 0
+        assert _update(running, [("kraft.version", 1, 1)]).error_code == 0
+        r = _update(running, [("kraft.version", 0, 2)])
         assert r.error_code == ErrorCode.INVALID_UPDATE_VERSION and "kraft.version" in r.error_message
     with running_broker(log_dir=data) as running:
         after = _features(running)
         assert "share.version" not in after and "group.version" not in after and after["metadata.version"] == 33
+        assert running.broker.metadata_store.log.kraft_version() == 1
+        from odradek.handlers.quorum import _read_quorum
+
+        quorum = _read_quorum(running.broker.metadata_store.log)
+        assert [(voter_id, endpoints[0][0]) for voter_id, _dir, endpoints in quorum.voters] == [(1, "PLAINTEXT")]
