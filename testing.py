@@ -30,9 +30,12 @@ Odradek's own compat-tests.
 from __future__ import annotations
 
 import contextlib
+import json
+import os
 import queue
 import re
 import shutil
+import signal
 import socket
 import subprocess
 import sys
@@ -203,10 +206,23 @@ def _run_in_thread(host: str, settings: dict[str, str]) -> Iterator[RunningBroke
 @dataclass
 class RunningCluster:
     """A started KRaft cluster of Odradek nodes: node 1 is the controller (a combined node, a broker
-    too), the others are brokers (process.roles=broker) under it."""
+    too), the others are brokers (process.roles=broker) under it.
+
+    Faults for failover tests: :meth:`partition` / :meth:`heal` and :meth:`slow_disk` work in both
+    modes; :meth:`kill`, :meth:`restart`, :meth:`pause`, :meth:`resume` and :meth:`stop` need the
+    nodes to be processes (``running_cluster(in_process=False)``)."""
 
     brokers: list[RunningBroker]
     cluster_id: str
+    in_process: bool = True
+    #: each node's settings (node id order), to start it again
+    node_settings: list[dict[str, str]] = field(default_factory=list)
+    #: where subprocess nodes write their logs and read their faults files
+    work_dir: Path | None = None
+    _partitioned: set[frozenset[int]] = field(default_factory=set)
+    _slow_disks: dict[int, float] = field(default_factory=dict)
+    _paused: set[int] = field(default_factory=set)
+    _fault_version: int = 0
 
     @property
     def bootstrap_servers(self) -> str:
@@ -216,6 +232,166 @@ class RunningCluster:
     @property
     def controller(self) -> RunningBroker:
         return self.brokers[0]
+
+    def node(self, node_id: int) -> RunningBroker:
+        """The broker with this node id (1..N)."""
+        if not 1 <= node_id <= len(self.brokers):
+            raise ValueError(f"no node {node_id} in this cluster of {len(self.brokers)}")
+        return self.brokers[node_id - 1]
+
+    def log_file(self, node_id: int) -> Path:
+        """The log of a subprocess node (its stderr, kept across restarts)."""
+        if self.work_dir is None:
+            raise RuntimeError("in-process nodes log through this process' logging")
+        return self.work_dir / f"node{node_id}.log"
+
+    # ------------------------------------------------------------------ processes
+
+    def _process(self, node_id: int) -> subprocess.Popen:
+        proc = self.node(node_id).process
+        if self.in_process or proc is None:
+            raise RuntimeError("kill/restart/pause/resume/stop need running_cluster(in_process=False): "
+                               "in-process nodes share this process")
+        return proc
+
+    def is_running(self, node_id: int) -> bool:
+        """Whether the node's process is alive (paused counts as alive)."""
+        return self._process(node_id).poll() is None
+
+    def kill(self, node_id: int) -> None:
+        """SIGKILL the node: no controlled shutdown, no flush; what it acknowledged with acks=all
+        is on the other replicas. Its data dir stays for :meth:`restart`."""
+        proc = self._process(node_id)
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
+        self._paused.discard(node_id)
+
+    def stop(self, node_id: int, timeout: float = START_TIMEOUT_S) -> None:
+        """SIGTERM the node and wait for its clean exit (Kafka's controlled shutdown: the controller
+        moves its leaderships away first). SIGKILL after `timeout` seconds."""
+        proc = self._process(node_id)
+        if proc.poll() is not None:
+            return
+        if node_id in self._paused:
+            self.resume(node_id)
+        proc.terminate()
+        try:
+            proc.wait(timeout=timeout)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            proc.wait()
+
+    def pause(self, node_id: int) -> None:
+        """SIGSTOP the node: its connections stay open but nothing answers (a hung process or a
+        long GC pause); the controller fences it after broker.session.timeout.ms."""
+        proc = self._process(node_id)
+        if proc.poll() is None:
+            proc.send_signal(signal.SIGSTOP)
+            self._paused.add(node_id)
+
+    def resume(self, node_id: int) -> None:
+        """SIGCONT a paused node."""
+        proc = self._process(node_id)
+        if proc.poll() is None:
+            proc.send_signal(signal.SIGCONT)
+        self._paused.discard(node_id)
+
+    def restart(self, node_id: int, wait: bool = True) -> None:
+        """Start the node again on its ports and data dir (stopped cleanly first if still running);
+        with `wait`, return once it is registered and unfenced again."""
+        self.stop(node_id)
+        broker = self.node(node_id)
+        broker.process = _start_node_process(self.node_settings[node_id - 1], self.log_file(node_id))
+        if wait:
+            _wait_node_ready(broker, [node_id])
+
+    # ------------------------------------------------------------------ faults (both modes)
+
+    def partition(self, a: int, b: int) -> None:
+        """Cut replication between brokers `a` and `b` (both ways): neither fetches from the
+        other as a follower, and each drops the other's replica fetches as a leader. Both stay
+        registered with the controller and serve clients, so a follower of the other's leader
+        leaves the ISR after replica.lag.time.max.ms, as in a network split between brokers."""
+        if a == b:
+            raise ValueError("a broker cannot be partitioned from itself")
+        self.node(a), self.node(b)
+        self._partitioned.add(frozenset((a, b)))
+        self._apply_faults({a, b})
+
+    def heal(self) -> None:
+        """End every partition made by :meth:`partition` (slow disks stay)."""
+        touched = set().union(*self._partitioned) if self._partitioned else set()
+        self._partitioned.clear()
+        self._apply_faults(touched)
+
+    def slow_disk(self, node_id: int, delay_ms: float) -> None:
+        """Make every log segment write and fsync of this node wait `delay_ms` first (0: a normal
+        disk again). The wait happens in the worker thread that writes, never on the event loop."""
+        self.node(node_id)
+        if delay_ms:
+            self._slow_disks[node_id] = float(delay_ms)
+        else:
+            self._slow_disks.pop(node_id, None)
+        self._apply_faults({node_id})
+
+    def fault_counters(self, node_id: int) -> dict[str, int]:
+        """What the faults did on this node so far: ``dropped_fetches`` (replica fetches it dropped
+        as a leader), ``skipped_fetches`` (fetches it did not send as a follower), ``disk_waits``
+        (writes and fsyncs slowed). A subprocess node reports them every 100 ms."""
+        broker = self.node(node_id)
+        if self.in_process:
+            return broker.broker.faults.counters()
+        state = self._state(node_id)
+        return {k: int(state.get(k, 0)) for k in ("dropped_fetches", "skipped_fetches", "disk_waits")}
+
+    def _partners(self, node_id: int) -> list[int]:
+        return sorted(x for pair in self._partitioned if node_id in pair for x in pair if x != node_id)
+
+    def _apply_faults(self, nodes: set[int]) -> None:
+        if self.in_process:
+            for node_id in nodes:
+                self.node(node_id).broker.faults.update(partitioned=self._partners(node_id),
+                                                        slow_disk_ms=self._slow_disks.get(node_id, 0.0))
+            return
+        self._fault_version += 1
+        for node_id in nodes:
+            _write_faults_file(self._faults_file(node_id), self._fault_version, self._partners(node_id),
+                               self._slow_disks.get(node_id, 0.0))
+        # a fault is in force once each running node has applied it (a stopped or paused node
+        # takes it when it starts or resumes)
+        deadline = time.monotonic() + 10.0
+        for node_id in sorted(nodes):
+            while self.is_running(node_id) and node_id not in self._paused and \
+                    int(self._state(node_id).get("version", 0)) < self._fault_version:
+                if time.monotonic() > deadline:
+                    raise RuntimeError(f"node {node_id} did not apply its faults file within 10 s")
+                time.sleep(0.02)
+
+    def _faults_file(self, node_id: int) -> Path:
+        return Path(self.node_settings[node_id - 1]["odradek.faults.file"])
+
+    def _state(self, node_id: int) -> dict[str, Any]:
+        from .faults import state_path  # noqa: PLC0415
+
+        try:
+            return json.loads(state_path(self._faults_file(node_id)).read_text())
+        except (OSError, ValueError):
+            return {}
+
+
+def _write_faults_file(path: Path, version: int, partitioned: list[int], slow_disk_ms: float) -> None:
+    """Write a node's faults file atomically, its mtime always newer than the last one's (the
+    broker looks at the mtime)."""
+    tmp = path.with_name(path.name + ".tmp")
+    tmp.write_text(json.dumps({"version": version, "partitioned": partitioned, "slow_disk_ms": slow_disk_ms}))
+    try:
+        before = path.stat().st_mtime_ns
+    except OSError:
+        before = 0
+    stamp = max(time.time_ns(), before + 1_000_000)
+    os.utime(tmp, ns=(stamp, stamp))
+    os.replace(tmp, path)
 
 
 def _free_port(host: str) -> int:
@@ -229,17 +405,22 @@ def running_cluster(
     brokers: int = 3,
     configs: Mapping[str, object] | None = None,
     *,
+    in_process: bool = True,
     host: str = "127.0.0.1",
     **overrides: object,
 ) -> Iterator[RunningCluster]:
-    """Start a cluster of `brokers` Odradek brokers in this process, yield it once every broker is
-    registered and unfenced, shut it down at exit (brokers first, then the controller).
+    """Start a cluster of `brokers` Odradek brokers, yield it once every broker is registered and
+    unfenced, shut it down at exit (brokers first, then the controller).
 
     Node 1 is a combined broker and controller with a controller listener, the single voter of
     the cluster's KRaft quorum; nodes 2..N follow its metadata log as Kafka brokers do. Topics
     are spread over all brokers; clients may bootstrap from any of them. Config overrides are
     given as in :func:`running_broker` and apply to every node. Each node has its own temporary
     log dir, removed afterwards.
+
+    In this process by default (one Trio loop in a thread). ``in_process=False`` runs each node
+    as an ``odradek serve`` process on fixed loopback ports, so that a test can kill, pause,
+    stop and restart nodes (a restarted node keeps its ports and data dir).
     """
     import base64  # noqa: PLC0415
     import uuid  # noqa: PLC0415
@@ -265,13 +446,99 @@ def running_cluster(
                              "listeners": f"PLAINTEXT://{host}:{broker_port},CONTROLLER://{host}:{controller_port}",
                              "advertised.listeners": f"PLAINTEXT://{host}:{broker_port}"})
         else:
-            settings.update({"process.roles": "broker", "listeners": f"PLAINTEXT://{host}:0"})
+            # a process restarts on the port it had: clients and the other brokers find it there
+            port = 0 if in_process else _free_port(host)
+            settings.update({"process.roles": "broker", "listeners": f"PLAINTEXT://{host}:{port}"})
+        if not in_process:
+            settings["odradek.faults.file"] = str(Path(temp) / f"node{node_id}.faults.json")
         nodes.append(settings)
     try:
-        with _run_cluster_in_thread(nodes) as running:
-            yield RunningCluster(running, cluster_id)
+        if in_process:
+            with _run_cluster_in_thread(nodes) as running:
+                yield RunningCluster(running, cluster_id, True, nodes)
+        else:
+            with _run_cluster_processes(nodes, host, Path(temp)) as cluster:
+                cluster.cluster_id = cluster_id
+                yield cluster
     finally:
         shutil.rmtree(temp, ignore_errors=True)
+
+
+def _node_port(settings: dict[str, str]) -> int:
+    return int(settings["listeners"].split(",")[0].rsplit(":", 1)[1])
+
+
+def _start_node_process(settings: dict[str, str], log_file: Path) -> subprocess.Popen:
+    cmd = [sys.executable, "-m", "odradek", "serve"]
+    for key, value in settings.items():
+        cmd += ["--override", f"{key}={value}"]
+    with open(log_file, "ab") as log:
+        return subprocess.Popen(cmd, stdin=subprocess.DEVNULL, stdout=log, stderr=log)
+
+
+def _metadata_brokers(host: str, port: int) -> set[int]:
+    """The node ids a broker's Metadata lists (registered and unfenced, as it knows them)."""
+    from .tools.client import BrokerConnection  # noqa: PLC0415
+    from .wire.protocol import request_class  # noqa: PLC0415
+
+    conn = BrokerConnection(host, port, timeout=5.0)
+    try:
+        response = conn.send(3, request_class(3)(topics=[], allow_auto_topic_creation=False))
+        return {b.node_id for b in response.brokers}
+    finally:
+        conn.close()
+
+
+def _wait_node_ready(broker: RunningBroker, expected: list[int]) -> None:
+    """Wait until the node's process answers Metadata listing every node of `expected`."""
+    deadline = time.monotonic() + START_TIMEOUT_S
+    while True:
+        proc = broker.process
+        if proc is not None and proc.poll() is not None:
+            raise RuntimeError(f"odradek serve on port {broker.port} exited during start-up "
+                               f"(code {proc.returncode})")
+        try:
+            if set(expected) <= _metadata_brokers(broker.host, broker.port):
+                return
+        except Exception:  # noqa: BLE001 - not listening or not ready yet
+            pass
+        if time.monotonic() > deadline:
+            raise RuntimeError(f"the node on port {broker.port} was not ready within {START_TIMEOUT_S} s")
+        time.sleep(0.1)
+
+
+@contextlib.contextmanager
+def _run_cluster_processes(nodes: list[dict[str, str]], host: str, work_dir: Path) -> Iterator[RunningCluster]:
+    running = [RunningBroker(host, _node_port(settings), Path(settings["log.dirs"]), dict(settings), False)
+               for settings in nodes]
+    cluster = RunningCluster(running, "", False, nodes, work_dir)
+    try:
+        # the controller first: the brokers register with it
+        running[0].process = _start_node_process(nodes[0], cluster.log_file(1))
+        for node_id, broker in enumerate(running[1:], start=2):
+            broker.process = _start_node_process(nodes[node_id - 1], cluster.log_file(node_id))
+        every = [int(s["node.id"]) for s in nodes]
+        _wait_node_ready(running[0], every)
+        for broker in running[1:]:
+            _wait_node_ready(broker, [int(broker.configs["node.id"])])
+        yield cluster
+    finally:
+        # brokers first (their controlled shutdowns need the controller), all at once, then node 1
+        controller_gone = running[0].process is None or running[0].process.poll() is not None
+        for group in (running[1:], running[:1]):
+            procs = [b.process for b in group if b.process is not None and b.process.poll() is None]
+            for proc in procs:
+                with contextlib.suppress(OSError):
+                    proc.send_signal(signal.SIGCONT)  # a paused node must be able to stop
+                    # without the controller a controlled shutdown would wait for it in vain
+                    proc.kill() if controller_gone else proc.terminate()
+            deadline = time.monotonic() + 30.0
+            for proc in procs:
+                try:
+                    proc.wait(timeout=max(0.1, deadline - time.monotonic()))
+                except subprocess.TimeoutExpired:
+                    proc.kill()
+                    proc.wait()
 
 
 @contextlib.contextmanager
