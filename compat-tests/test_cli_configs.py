@@ -62,7 +62,8 @@ def test_topic_configs_alter_and_describe_like_kafkas_tool(sasl_broker, capsys) 
     mine, _ = ours(capsys, *b, "--describe", "--topic", "cfg")
     assert mine == (
         "Dynamic configs for topic cfg are:\n"
-        "  cleanup.policy=compact,delete sensitive=false synonyms={DYNAMIC_TOPIC_CONFIG:cleanup.policy=compact,delete}\n"
+        "  cleanup.policy=compact,delete sensitive=false synonyms={DYNAMIC_TOPIC_CONFIG:cleanup.policy=compact,delete, "
+        "DEFAULT_CONFIG:log.cleanup.policy=delete}\n"
         "  retention.ms=3600000 sensitive=false synonyms={DYNAMIC_TOPIC_CONFIG:retention.ms=3600000}\n"
     )
     # the broker really holds the change: kafka-topics' view agrees

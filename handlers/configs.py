@@ -53,7 +53,42 @@ SOURCE_STATIC_BROKER = 4
 SOURCE_DEFAULT = 5
 
 # ConfigDef.Type ids used by DescribeConfigs v3+
-TYPE_BOOLEAN, TYPE_STRING, TYPE_INT, TYPE_LONG, TYPE_DOUBLE, TYPE_LIST = 1, 2, 3, 5, 6, 7
+TYPE_BOOLEAN, TYPE_STRING, TYPE_INT, TYPE_SHORT, TYPE_LONG, TYPE_DOUBLE, TYPE_LIST, TYPE_CLASS, TYPE_PASSWORD = (
+    1, 2, 3, 4, 5, 6, 7, 8, 9)
+_TYPE_IDS = {"BOOLEAN": TYPE_BOOLEAN, "STRING": TYPE_STRING, "INT": TYPE_INT, "SHORT": TYPE_SHORT, "LONG": TYPE_LONG,
+             "DOUBLE": TYPE_DOUBLE, "LIST": TYPE_LIST, "CLASS": TYPE_CLASS, "PASSWORD": TYPE_PASSWORD}
+
+#: Broker configs whose ConfigDef type in Kafka 4.4 is narrower than the parser Odradek reads them
+#: with (config.py parses every integer as a long, doubles and secrets as text). DescribeConfigs
+#: reports Kafka's type, and PASSWORD configs are sensitive: described without their value.
+_KAFKA_BROKER_TYPES: dict[str, str] = {
+    **dict.fromkeys((
+        "node.id", "broker.id", "broker.heartbeat.interval.ms", "broker.session.timeout.ms", "num.partitions",
+        "default.replication.factor", "log.segment.bytes", "log.roll.hours", "log.roll.jitter.hours",
+        "log.index.interval.bytes", "log.index.size.max.bytes", "log.retention.minutes", "log.retention.hours",
+        "log.cleaner.threads", "log.cleaner.io.buffer.size", "log.flush.offset.checkpoint.interval.ms",
+        "log.flush.start.offset.checkpoint.interval.ms", "message.max.bytes", "socket.request.max.bytes",
+        "connection.failed.authentication.delay.ms", "max.connections.per.ip", "queued.max.requests",
+        "max.connections", "telemetry.max.bytes", "offsets.topic.num.partitions", "offsets.topic.segment.bytes",
+        "offsets.retention.minutes", "group.initial.rebalance.delay.ms", "group.min.session.timeout.ms",
+        "group.max.session.timeout.ms", "offset.metadata.max.bytes", "group.max.size",
+        "group.consumer.session.timeout.ms", "group.consumer.heartbeat.interval.ms", "group.consumer.max.size",
+        "transaction.state.log.num.partitions", "transaction.state.log.min.isr",
+        "transaction.state.log.segment.bytes", "transaction.max.timeout.ms"), "INT"),
+    **dict.fromkeys(("offsets.topic.replication.factor", "transaction.state.log.replication.factor"), "SHORT"),
+    **dict.fromkeys(("log.cleaner.io.buffer.load.factor", "log.cleaner.io.max.bytes.per.second",
+                     "log.cleaner.min.cleanable.ratio"), "DOUBLE"),
+    # Kafka reads these two maps itself; their ConfigDef type is STRING
+    **dict.fromkeys(("listener.security.protocol.map", "max.connections.per.ip.overrides"), "STRING"),
+    **dict.fromkeys(("ssl.keystore.password", "ssl.key.password", "ssl.keystore.certificate.chain",
+                     "ssl.keystore.key", "ssl.truststore.password", "ssl.truststore.certificates",
+                     "sasl.jaas.config", "delegation.token.secret.key"), "PASSWORD"),
+}
+
+
+def broker_config_type(name: str) -> str:
+    """Kafka 4.4's ConfigDef type name of the broker config ``name`` (Odradek's own: their parser's)."""
+    return _KAFKA_BROKER_TYPES.get(name) or BROKER_CONFIGS[name].kafka_type
 
 LONG_MAX = 2**63 - 1
 
@@ -99,7 +134,7 @@ def _d(name: str, config_type: int, parse: Callable[[str], object], doc: str, de
     return TopicConfigDef(name, config_type, parse, doc, default)
 
 
-#: Kafka 4.1's topic configs, by name.
+#: Kafka 4.4's topic configs, by name (the internal ``internal.segment.bytes`` left out).
 TOPIC_CONFIG_DEFS: dict[str, TopicConfigDef] = {
     d.name: d
     for d in (
@@ -119,6 +154,8 @@ TOPIC_CONFIG_DEFS: dict[str, TopicConfigDef] = {
         _d("local.retention.bytes", TYPE_LONG, _long, "Local retention size with tiered storage.", "-2"),
         _d("local.retention.ms", TYPE_LONG, _long, "Local retention time with tiered storage.", "-2"),
         _d("max.compaction.lag.ms", TYPE_LONG, _long, "Longest time a record stays uncompacted."),
+        _d("max.decompressed.message.bytes", TYPE_INT, _int,
+           "Largest decompressed size of a record batch (stored and described, not enforced).", "2147483639"),
         _d("max.message.bytes", TYPE_INT, _int, "Largest record batch the topic accepts."),
         _d("message.timestamp.after.max.ms", TYPE_LONG, _long, "How far in the future a timestamp may be."),
         _d("message.timestamp.before.max.ms", TYPE_LONG, _long, "How far in the past a timestamp may be."),
@@ -127,6 +164,10 @@ TOPIC_CONFIG_DEFS: dict[str, TopicConfigDef] = {
         _d("min.compaction.lag.ms", TYPE_LONG, _long, "Shortest time a record stays uncompacted."),
         _d("min.insync.replicas", TYPE_INT, _int, "Replicas that must acknowledge acks=all writes."),
         _d("preallocate", TYPE_BOOLEAN, _bool, "Preallocate segment files."),
+        _d("errors.deadletterqueue.group.enable", TYPE_BOOLEAN, _bool,
+           "Whether groups may send records that cannot be delivered to a dead-letter topic (not used yet).", "false"),
+        _d("remote.copy.lag.bytes", TYPE_LONG, _long, "Bytes a segment waits before it is copied to tiered storage.", "-1"),
+        _d("remote.copy.lag.ms", TYPE_LONG, _long, "Time a segment waits before it is copied to tiered storage.", "0"),
         _d("remote.log.copy.disable", TYPE_BOOLEAN, _bool, "Stop copying to tiered storage.", "false"),
         _d("remote.log.delete.on.disable", TYPE_BOOLEAN, _bool, "Delete tiered data when disabled.", "false"),
         _d("remote.storage.enable", TYPE_BOOLEAN, _bool, "Tiered storage for the topic.", "false"),
@@ -143,9 +184,67 @@ TOPIC_CONFIG_DEFS: dict[str, TopicConfigDef] = {
 _SYNONYMS: dict[str, list[str]] = {}
 for _broker_name, _topic_name in BROKER_CONFIG_NAMES.items():
     _SYNONYMS.setdefault(_topic_name, []).append(_broker_name)
+_SYNONYMS["max.decompressed.message.bytes"] = ["max.decompressed.message.bytes"]
+_SYNONYMS["remote.copy.lag.ms"] = ["log.remote.copy.lag.ms"]
+_SYNONYMS["remote.copy.lag.bytes"] = ["log.remote.copy.lag.bytes"]
 _SYNONYMS["segment.ms"] = ["log.roll.ms", "log.roll.hours"]
 _SYNONYMS["segment.jitter.ms"] = ["log.roll.jitter.ms", "log.roll.jitter.hours"]
 _SYNONYMS["retention.ms"] = ["log.retention.ms", "log.retention.minutes", "log.retention.hours"]
+
+
+#: Kafka 4.4's broker synonyms of topic configs (ServerTopicConfigSynonyms), the first the primary one,
+#: each with its broker default (None: no default), for the synonyms DescribeConfigs lists.
+_TOPIC_SYNONYMS: dict[str, tuple[tuple[str, str | None], ...]] = {
+    "segment.bytes": (("log.segment.bytes", "1073741824"),),
+    "segment.ms": (("log.roll.ms", None), ("log.roll.hours", "168"),),
+    "segment.jitter.ms": (("log.roll.jitter.ms", None), ("log.roll.jitter.hours", "0"),),
+    "segment.index.bytes": (("log.index.size.max.bytes", "10485760"),),
+    "flush.messages": (("log.flush.interval.messages", "9223372036854775807"),),
+    "flush.ms": (("log.flush.interval.ms", None), ("log.flush.scheduler.interval.ms", "9223372036854775807"),),
+    "retention.bytes": (("log.retention.bytes", "-1"),),
+    "retention.ms": (("log.retention.ms", None), ("log.retention.minutes", None), ("log.retention.hours", "168"),),
+    "max.message.bytes": (("message.max.bytes", "1048588"),),
+    "max.decompressed.message.bytes": (("max.decompressed.message.bytes", "2147483639"),),
+    "index.interval.bytes": (("log.index.interval.bytes", "4096"),),
+    "delete.retention.ms": (("log.cleaner.delete.retention.ms", "86400000"),),
+    "min.compaction.lag.ms": (("log.cleaner.min.compaction.lag.ms", "0"),),
+    "max.compaction.lag.ms": (("log.cleaner.max.compaction.lag.ms", "9223372036854775807"),),
+    "file.delete.delay.ms": (("log.segment.delete.delay.ms", "60000"),),
+    "min.cleanable.dirty.ratio": (("log.cleaner.min.cleanable.ratio", "0.5"),),
+    "cleanup.policy": (("log.cleanup.policy", "delete"),),
+    "unclean.leader.election.enable": (("unclean.leader.election.enable", "false"),),
+    "min.insync.replicas": (("min.insync.replicas", "1"),),
+    "compression.type": (("compression.type", "producer"),),
+    "compression.gzip.level": (("compression.gzip.level", "-1"),),
+    "compression.lz4.level": (("compression.lz4.level", "9"),),
+    "compression.zstd.level": (("compression.zstd.level", "3"),),
+    "preallocate": (("log.preallocate", "false"),),
+    "message.timestamp.type": (("log.message.timestamp.type", "CreateTime"),),
+    "message.timestamp.before.max.ms": (("log.message.timestamp.before.max.ms", "9223372036854775807"),),
+    "message.timestamp.after.max.ms": (("log.message.timestamp.after.max.ms", "3600000"),),
+    "local.retention.ms": (("log.local.retention.ms", "-2"),),
+    "local.retention.bytes": (("log.local.retention.bytes", "-2"),),
+    "remote.copy.lag.ms": (("log.remote.copy.lag.ms", "0"),),
+    "remote.copy.lag.bytes": (("log.remote.copy.lag.bytes", "-1"),),
+}
+
+
+def _describe_synonyms(broker: Broker, name: str, value: str, overridden: bool) -> list[tuple[str, str | None, int]]:
+    """A topic config's synonyms as Kafka's ConfigHelper lists them: the topic's override, then the
+    broker synonyms set in its static config, then those with a default; all dropped up to the
+    primary broker synonym (so a default only under another name, like log.retention.hours for
+    retention.ms, is not listed)."""
+    found: list[tuple[str, str | None, int]] = [(name, value, SOURCE_DYNAMIC_TOPIC)] if overridden else []
+    synonyms = _TOPIC_SYNONYMS.get(name, ())
+    if not synonyms:
+        return found
+    raw = broker.config.raw
+    listed = [(n, str(raw[n]), SOURCE_STATIC_BROKER) for n, _d in synonyms if n in raw]
+    listed += [(n, default, SOURCE_DEFAULT) for n, default in synonyms if default is not None]
+    primary = synonyms[0][0]
+    while listed and listed[0][0] != primary:
+        listed.pop(0)
+    return found + listed
 
 
 class InvalidConfig(ValueError):
@@ -199,12 +298,12 @@ def _describe_topic(ctx: RequestContext, resource, version: int, include_synonym
         )
     wanted = set(resource.configuration_keys) if resource.configuration_keys is not None else None
     configs = []
-    for name, value, source, is_default in topic_config_entries(ctx.broker, topic):
+    for name, value, _source, is_default in topic_config_entries(ctx.broker, topic):
         if wanted is not None and name not in wanted:
             continue
-        synonyms = []
-        if include_synonyms:
-            synonyms.append(Synonym(name=name, value=value, source=source))
+        listed = _describe_synonyms(ctx.broker, name, value, name in topic.configs)
+        source = listed[0][2] if listed else SOURCE_DEFAULT
+        synonyms = [Synonym(name=n, value=v, source=s) for n, v, s in listed] if include_synonyms else []
         configs.append(
             Entry(
                 name=name, value=value, read_only=False, is_default=is_default and version == 0,
@@ -216,8 +315,6 @@ def _describe_topic(ctx: RequestContext, resource, version: int, include_synonym
     return Result(error_code=0, error_message="", resource_type=RESOURCE_TOPIC,
                   resource_name=resource.resource_name, configs=configs)
 
-
-_SENSITIVE_BROKER_CONFIGS = frozenset({"delegation.token.secret.key"})
 
 
 def _describe_broker(ctx: RequestContext, resource, version: int, include_docs: bool) -> object:
@@ -235,15 +332,15 @@ def _describe_broker(ctx: RequestContext, resource, version: int, include_docs: 
                 continue
             is_set = broker.config.is_set(name)
             value = broker.config.get(name)
-            sensitive = name in _SENSITIVE_BROKER_CONFIGS  # Kafka's PASSWORD configs: never shown
+            kafka_type = broker_config_type(name)
+            sensitive = kafka_type == "PASSWORD"  # Kafka's PASSWORD configs: never shown
             configs.append(
                 Entry(
                     name=name, value=None if value is None or sensitive else format_config_value(value),
                     read_only=True,
                     is_default=not is_set and version == 0, config_source=(SOURCE_STATIC_BROKER if is_set else SOURCE_DEFAULT) if version >= 1 else -1,
                     is_sensitive=sensitive, synonyms=[],
-                    config_type={"LONG": TYPE_LONG, "BOOLEAN": TYPE_BOOLEAN, "LIST": TYPE_LIST}.get(spec.kafka_type, TYPE_STRING)
-                    if version >= 3 else 0,
+                    config_type=_TYPE_IDS[kafka_type] if version >= 3 else 0,
                     documentation=spec.doc if include_docs and version >= 3 else None,
                 )
             )
