@@ -31,6 +31,29 @@ def now_ms() -> int:
     return time.time_ns() // 1_000_000
 
 
+#: Worker threads for per-partition file work at start-up and topic creation: each partition's
+#: leader-epoch checkpoint is written with two fsyncs (~3.4 ms here, most of it waiting for the
+#: journal), and concurrent fsyncs share journal commits (8 threads: 0.8 ms a file).
+FILE_WORKERS = 8
+
+
+async def in_file_workers(items: list, work: Any) -> None:
+    """Run `work(chunk)` over `items` split into FILE_WORKERS interleaved chunks, in worker threads."""
+    chunks = [items[i::FILE_WORKERS] for i in range(FILE_WORKERS) if items[i::FILE_WORKERS]]
+    async with trio.open_nursery() as nursery:
+        for chunk in chunks:
+            nursery.start_soon(trio.to_thread.run_sync, work, chunk)
+
+
+async def _become_leaders(leaders: list[tuple[Any, int]]) -> None:
+    """become_leader of every (log, epoch), off the event loop (10,000 partitions: 34 s serially)."""
+    def work(chunk: list[tuple[Any, int]]) -> None:
+        for partition_log, epoch in chunk:
+            partition_log.become_leader(epoch)
+
+    await in_file_workers(leaders, work)
+
+
 class Broker:
     """One Odradek node: a combined KRaft broker and controller with one replica per partition."""
 
@@ -116,10 +139,11 @@ class Broker:
         self._boot_image = None
         # Kafka's Partition.makeLeader: each partition's leader epoch (from the metadata) starts
         # at its log's end offset
-        for partition_log in self.log_manager.all_logs():
-            if metadata_store.serves_brokers and not self.leads(partition_log.topic, partition_log.partition):
-                continue  # a follower's epochs are its leader's (the ReplicaManager decides)
-            partition_log.become_leader(self.partition_epoch_in_metadata(partition_log.topic, partition_log.partition))
+        leaders = [(partition_log, self.partition_epoch_in_metadata(partition_log.topic, partition_log.partition))
+                   for partition_log in self.log_manager.all_logs()
+                   # a follower's epochs are its leader's (the ReplicaManager decides)
+                   if not metadata_store.serves_brokers or self.leads(partition_log.topic, partition_log.partition)]
+        await _become_leaders(leaders)
         self.producer_ids = ProducerIdManager.after_logs(
             self.log_manager.all_logs(), self.metadata_store.allocate_producer_ids
         )
@@ -171,7 +195,8 @@ class Broker:
             return response_class(56)(error_code=0, topics=controller.replication.alter_partition(
                 self.node_id, body.topics, 3))
 
-        manager.fetchers = ReplicaFetcherManager(self.node_id, lambda: store.broker_epoch, endpoint)
+        manager.fetchers = ReplicaFetcherManager(self.node_id, lambda: store.broker_epoch, endpoint,
+                                                  manager.follower_quota)
         manager.alter_partition = AlterPartitionManager(self.node_id, to_controller, lambda: store.broker_epoch,
                                                         lambda: store.image, manager.maybe_increment_high_watermark)
         controller.on_change.append(self.publish_metadata)

@@ -28,6 +28,7 @@ Each broker has its own registry, so several in-process brokers (tests) do not m
 from __future__ import annotations
 
 import logging
+import time
 from collections.abc import Iterable, Iterator
 from typing import TYPE_CHECKING, Any
 
@@ -192,10 +193,14 @@ class _StateCollector:
         from prometheus_client.core import GaugeMetricFamily
 
         logs = list(self.broker.log_manager.all_logs()) if self.broker.log_manager is not None else []
-        yield _gauge("kafka_server_replicamanager_underreplicatedpartitions",
-                     "Partitions with fewer in-sync replicas than replicas (one replica: always 0).", 0)
-        yield _gauge("kafka_server_replicamanager_partitioncount", "Partitions on this broker.", len(logs))
-        yield _gauge("kafka_server_replicamanager_leadercount", "Partitions this broker leads.", len(logs))
+        manager = getattr(self.broker, "replica_manager", None)
+        if manager is None:
+            yield _gauge("kafka_server_replicamanager_underreplicatedpartitions",
+                         "Partitions led here with fewer in-sync replicas than replicas.", 0)
+            yield _gauge("kafka_server_replicamanager_partitioncount", "Partitions on this broker.", len(logs))
+            yield _gauge("kafka_server_replicamanager_leadercount", "Partitions this broker leads.", len(logs))
+        else:
+            yield from _replication(manager)
         size = GaugeMetricFamily("kafka_log_log_size", "Bytes of a partition's log segments (Kafka Log Size).",
                                  labels=["topic", "partition"])
         start = GaugeMetricFamily("kafka_log_log_logstartoffset", "Log start offset.", labels=["topic", "partition"])
@@ -237,6 +242,28 @@ class _StateCollector:
                 if end is not None:
                     lag.add_metric([group_id, topic, str(partition)], max(0, end - committed.offset))
         yield lag
+
+
+def _replication(manager: Any) -> Iterator[GaugeMetricFamily]:
+    """A cluster broker's ReplicaManager gauges and its replication throttles (Kafka's
+    LeaderReplication / FollowerReplication byte-rate)."""
+    from prometheus_client.core import CounterMetricFamily
+
+    led = [p for p in manager.partitions.values() if p.leader == manager.node_id]
+    yield _gauge("kafka_server_replicamanager_underreplicatedpartitions",
+                 "Partitions led here with fewer in-sync replicas than replicas.",
+                 sum(1 for p in led if len(p.isr) < len(p.replicas)))
+    yield _gauge("kafka_server_replicamanager_partitioncount", "Partitions on this broker.",
+                 sum(1 for p in manager.partitions.values() if manager.node_id in p.replicas))
+    yield _gauge("kafka_server_replicamanager_leadercount", "Partitions this broker leads.", len(led))
+    held = CounterMetricFamily("odradek_replication_throttled_fetches",
+                               "Times a replication throttle held back a partition's replica fetch.", labels=["side"])
+    for name, quota in (("leader", manager.leader_quota), ("follower", manager.follower_quota)):
+        yield _gauge(f"kafka_server_{name}replication_byte_rate",
+                     f"Bytes/s of throttled {name}-side replication (Kafka's {name.title()}Replication byte-rate).",
+                     quota.rate.measure(int(time.monotonic() * 1000)))
+        held.add_metric([name], quota.held_back)
+    yield held
 
 
 def _gauge(name: str, doc: str, value: float) -> GaugeMetricFamily:

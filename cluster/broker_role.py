@@ -93,7 +93,7 @@ class BrokerRole:
         # changes of those it leads go to the controller
         self.replica_manager.fetchers = ReplicaFetcherManager(
             self.node_id, lambda: self.lifecycle.broker_epoch if self.lifecycle is not None else -1,
-            lambda broker_id: self._endpoint(broker_id, listener))
+            lambda broker_id: self._endpoint(broker_id, listener), self.replica_manager.follower_quota)
         self.replica_manager.alter_partition = AlterPartitionManager(
             self.node_id, self.forwarding.send_own,
             lambda: self.lifecycle.broker_epoch if self.lifecycle is not None else -1,

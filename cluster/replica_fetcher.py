@@ -25,6 +25,7 @@ from ..wire.records import iter_batches
 
 if TYPE_CHECKING:
     from .partition import Partition
+    from .replication_quota import ReplicationQuotaManager
 
 log = logging.getLogger(__name__)
 
@@ -52,12 +53,16 @@ class Followed:
     part: Partition
     leader: int
     leader_epoch: int
+    #: caught up with the leader's high watermark at the last fetch (Kafka's isReplicaInSync):
+    #: a replication throttle never holds back a partition that is
+    in_sync: bool = False
 
 
 class ReplicaFetcherManager:
     """Fetchers per leader broker for the partitions this broker follows."""
 
-    def __init__(self, node_id: int, broker_epoch: Any, endpoint: Any) -> None:
+    def __init__(self, node_id: int, broker_epoch: Any, endpoint: Any,
+                 quota: ReplicationQuotaManager | None = None) -> None:
         self.node_id = node_id
         self._broker_epoch = broker_epoch  # () -> this broker's epoch
         self._endpoint = endpoint  # (broker id) -> (host, port) on the inter-broker listener, or None
@@ -67,6 +72,8 @@ class ReplicaFetcherManager:
         self.nursery: trio.Nursery | None = None
         #: the broker's injected faults (odradek.faults): no fetching from a partitioned leader
         self.faults = Faults()
+        #: the follower-side replication throttle (cluster.replication_quota)
+        self.quota = quota
 
     def follow(self, key: tuple[str, int], part: Partition, leader: int, leader_epoch: int) -> None:
         """Follow `leader` for this partition from now on (a new leader or epoch: Kafka's makeFollower)."""
@@ -98,6 +105,11 @@ class ReplicaFetcherManager:
         try:
             while True:
                 parts = {k: f for k, f in self.followed.items() if f.leader == leader and f.part.log is not None}
+                if parts and self.quota is not None and self.quota.throttled:
+                    parts = self._unthrottled(parts)
+                    if not parts:
+                        await trio.sleep(0.1)  # everything held back until the rate falls
+                        continue
                 if not parts:
                     if not any(f.leader == leader for f in self.followed.values()):
                         return
@@ -128,6 +140,17 @@ class ReplicaFetcherManager:
             if conn is not None:
                 with trio.CancelScope(shield=True):
                     await conn.close()
+
+    def _unthrottled(self, parts: dict[tuple[str, int], Followed]) -> dict[tuple[str, int], Followed]:
+        """Kafka's shouldFollowerThrottle: throttled partitions that are not in sync are left out
+        while the follower-side replication rate is over its bound."""
+        quota = self.quota
+        assert quota is not None
+        held = [k for k, f in parts.items() if not f.in_sync and quota.is_throttled(*k)]
+        if not held or not quota.is_quota_exceeded():
+            return parts
+        quota.held_back += len(held)
+        return {k: f for k, f in parts.items() if k not in held}
 
     def _request(self, parts: dict[tuple[str, int], Followed]) -> Any:
         by_topic: dict[Any, list[Any]] = {}
@@ -177,6 +200,9 @@ class ReplicaFetcherManager:
             # the file work leaves the event loop; nothing else appends to a follower's log
             with trio.CancelScope(shield=True):
                 await trio.to_thread.run_sync(_append_all, appends)
+            if self.quota is not None and self.quota.throttled:
+                self.quota.record(sum(len(data) for f, data, _p in appends if self.quota.is_throttled(f.part.topic,
+                                                                                                    f.part.index)))
         if backoff:
             await trio.sleep(BACKOFF_S)
 
@@ -233,6 +259,7 @@ def _append_all(appends: list[tuple[Followed, bytes, Any]]) -> None:
             plog.append_as_follower(batch._mv)  # noqa: SLF001 - the batch's own bytes
         if p.high_watermark >= 0:
             plog.high_watermark = min(p.high_watermark, plog.log_end_offset)
+        f.in_sync = plog.log_end_offset >= p.high_watermark
         if p.log_start_offset > plog.log_start_offset:
             try:
                 plog.delete_records_before(min(p.log_start_offset, plog.high_watermark))

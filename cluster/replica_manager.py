@@ -20,6 +20,7 @@ from typing import TYPE_CHECKING, Any
 from ..logstore.config import LogConfig
 from ..wire.errors import ErrorCode
 from .partition import Partition, ReplicaState, now_ms
+from .replication_quota import FOLLOWER, LEADER, ReplicationQuotaManager
 
 if TYPE_CHECKING:
     from ..broker import Broker
@@ -47,6 +48,9 @@ class ReplicaManager:
         self.fetchers: Any = None
         #: sends ISR changes to the controller (cluster.alter_partition.AlterPartitionManager)
         self.alter_partition: Any = None
+        #: replication throttles (Kafka's quotaManagers.leader / .follower)
+        self.leader_quota = ReplicationQuotaManager(LEADER, self.node_id)
+        self.follower_quota = ReplicationQuotaManager(FOLLOWER, self.node_id)
 
     # ------------------------------------------------------------------ queries
 
@@ -78,6 +82,20 @@ class ReplicaManager:
         expand = part.isr_to_expand()
         if expand and self.alter_partition is not None:
             self.alter_partition.submit(part, sorted(set(part.isr) | set(expand), key=part.replicas.index))
+
+    def leader_throttled(self, topic: str, index: int, replica_id: int) -> bool:
+        """Kafka's shouldLeaderThrottle: hold back a throttled partition's records from a follower
+        that is not in sync while the leader-side replication rate is over its bound."""
+        quota = self.leader_quota
+        if not quota.is_throttled(topic, index):
+            return False
+        part = self.partitions.get((topic, index))
+        if part is not None and replica_id in part.isr:
+            return False
+        if quota.is_quota_exceeded():
+            quota.held_back += 1
+            return True
+        return False
 
     def maybe_increment_high_watermark(self, part: Partition) -> None:
         hw = part.new_high_watermark()
@@ -140,6 +158,8 @@ class ReplicaManager:
         seen: set[tuple[str, int]] = set()
         elected: list[tuple[str, int]] = []
         resigned: list[tuple[str, int]] = []
+        self.leader_quota.update(image)
+        self.follower_quota.update(image)
         for topic in image.topics_by_id.values():
             configs = image.topic_configs(topic.name)
             for index, state in topic.partitions.items():

@@ -98,6 +98,10 @@ def _read_all(ctx: RequestContext, keys, cached: dict, use_ids: bool, max_bytes:
                 broker.replica_manager.follower_fetch(topic.name, index, follower, part.fetch_offset)
             hw = plog.high_watermark
             lso = getattr(plog, "last_stable_offset", hw)
+            if broker.replica_manager.leader_throttled(topic.name, index, follower):
+                # a replication throttle (leader.replication.throttled.*): no records this time
+                reads.append(_Read(key, ErrorCode.NONE, hw, lso, plog.log_start_offset))
+                continue
             limit = None  # a follower copies everything the leader has
         elif client_rack and _rack_aware(broker):
             if racks is None:
@@ -132,6 +136,22 @@ def _read_all(ctx: RequestContext, keys, cached: dict, use_ids: bool, max_bytes:
             remaining = max(0, remaining - size)
         reads.append(_Read(key, ErrorCode.NONE, hw, lso, plog.log_start_offset, data.slices, size, aborted))
     return reads
+
+
+def _record_throttled(broker, reads: list[_Read], use_ids: bool) -> None:
+    """Count a follower fetch's bytes of throttled partitions in the leader-side replication
+    quota (Kafka's KafkaApis: quotas.leader.record of the throttled partitions' size)."""
+    quota = broker.replica_manager.leader_quota
+    if not quota.throttled:
+        return
+    meta = broker.metadata
+    size = 0
+    for r in reads:
+        if r.size:
+            topic = meta.by_id(r.key[0]) if use_ids else meta.get(r.key[0])
+            if topic is not None and quota.is_throttled(topic.name, r.key[1]):
+                size += r.size
+    quota.record(size)
 
 
 #: Kafka's replica.selector.class that sends consumers to a replica in their rack (KIP-392).
@@ -240,6 +260,8 @@ async def handle_fetch(ctx: RequestContext, header, request) -> object:
         return FetchResponse(throttle_time_ms=throttle_ms, error_code=0,
                              session_id=session.session_id if session is not None and incremental else 0,
                              responses=[])
+    if follower >= 0:
+        _record_throttled(ctx.broker, reads, use_ids)
     if follower < 0 and (metrics := getattr(ctx.broker, "metrics", None)) is not None:
         # BytesOutPerSec (Kafka counts a replica's fetches apart, as replication bytes)
         metrics.fetched_reads(reads, use_ids)
