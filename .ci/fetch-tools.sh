@@ -5,6 +5,8 @@
 #     into .cache/m2, with each release's runtime classpath written to .cache/kafka-<version>.classpath;
 #   * Spark's Kafka connector (spark-sql-kafka-0-10) from compat-tests/spark-pom.xml, its classpath
 #     written to .cache/spark-kafka.classpath;
+#   * MirrorMaker 2 (connect-mirror 4.3.1) from compat-tests/mirror-pom.xml, its classpath written
+#     to .cache/connect-mirror.classpath;
 #   * Go (golang-go if missing) and the Go client programs of compat-tests/go/ (franz-go, from the
 #     Go module proxy), built into .cache/go/;
 #   * the Java client driver (compat-tests/java), compiled into .cache/java-driver/, and JVM
@@ -109,6 +111,35 @@ if [[ -f $SPARK_POM ]]; then
     fi
     mv "$spark_tmp" "$spark_cp"
     echo "$spark_want" >"$spark_stamp"
+  fi
+fi
+
+# --- MirrorMaker 2 (issue #27) ------------------------------------------------------------------
+# connect-mirror + connect-mirror-client 4.3.1 (4.4.0 is not on the reachable Maven Central), no
+# dependencies: the MirrorMaker tests run them on Kafka 4.4.0's classpath. Same reuse rule.
+MIRROR_POM=compat-tests/mirror-pom.xml
+if [[ -f $MIRROR_POM ]]; then
+  mirror_cp=$CACHE/connect-mirror.classpath
+  mirror_stamp=$CACHE/connect-mirror.stamp
+  mirror_want="$(sha256sum "$MIRROR_POM" | cut -c1-16) connect-mirror"
+  if ! classpath_ok "$mirror_cp" "$mirror_stamp" "$mirror_want"; then
+    log "resolving MirrorMaker 2 (connect-mirror) jars with Maven"
+    mirror_tmp=$mirror_cp.tmp.$$
+    mirror_ok=0
+    for attempt in 1 2; do
+      if mvn -B -q -f "$MIRROR_POM" -Dmaven.repo.local="$M2" \
+          dependency:build-classpath -Dmdep.outputFile="$mirror_tmp" >"$CACHE/mvn-mirror.log" 2>&1; then
+        mirror_ok=1
+        break
+      fi
+      log "maven attempt $attempt for connect-mirror failed; see $CACHE/mvn-mirror.log"
+    done
+    if ((!mirror_ok)); then
+      tail -n 40 "$CACHE/mvn-mirror.log" >&2
+      exit 1
+    fi
+    mv "$mirror_tmp" "$mirror_cp"
+    echo "$mirror_want" >"$mirror_stamp"
   fi
 fi
 
