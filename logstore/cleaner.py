@@ -65,7 +65,7 @@ from ..wire.checksum import crc32c
 from . import files
 from .checkpoints import fsync_dir
 from .cleaner_scan import batch_at, kept_records, map_records, plain_batches
-from .offset_map import OffsetMap
+from .offset_map import STAGE_LIMIT, OffsetMap
 from .segment import LogSegment
 from .txn_index import AbortedTxn, TransactionIndex
 
@@ -838,8 +838,12 @@ class Cleaner:
                         # transactional or control batch)
                         for p, size, t in plain_batches(chunk, pos, _CONTROL_BIT | _TRANSACTIONAL_BIT):
                             n, base = t[12], t[0]
-                            if base < start or len(entries) + n > max_desired:
+                            if base < start:
                                 break
+                            if len(entries) >= STAGE_LIMIT:
+                                omap.flush()
+                            if not omap.has_room(max_desired - n + 1):
+                                break  # near the full point: record by record below
                             if t[5] & 0x07:
                                 block = RecordBatch(view, p).inflated_block()
                                 map_records(block, 0, len(block), n, base, entries, tombstones)
@@ -861,7 +865,7 @@ class Cleaner:
                     else:
                         for record in scan_records(_records_block(RecordBatch(view, pos), h), h):
                             if record.key is not None and record.offset >= start:
-                                if omap.size < max_desired:
+                                if omap.has_room(max_desired):
                                     omap.put(record.key, record.offset, record.null_value)
                                 else:
                                     state["full"] = True
