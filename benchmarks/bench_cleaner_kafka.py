@@ -162,7 +162,11 @@ def main() -> None:
     for rnd in range(args.repeat):
         for case in chosen:
             base = Path(tempfile.mkdtemp(prefix="bench-cleaner-kafka-", dir=args.dir))
-            row = run_case(args.version, case, base, args.warm_up, args.skip_odradek, not args.in_thread)
+            try:
+                row = run_case(args.version, case, base, args.warm_up, args.skip_odradek, not args.in_thread)
+            except Exception as e:  # noqa: BLE001 - one failed case does not lose the others' rows
+                print(f"round {rnd} {case.name}: failed: {e!r}", file=sys.stderr, flush=True)
+                continue
             row["round"] = rnd
             rows.append(row)
             if args.json is not None:
