@@ -98,6 +98,14 @@ BROKER_CONFIGS: dict[str, ConfigKey] = _keys(
               "INT"),
     _k("replica.lag.time.max.ms", _long, 30000,
        "A follower that has not caught up with its leader's log end for this long leaves the ISR."),
+    # replication throttles: dynamic broker configs (handlers/dynamic_broker_configs.py) read by
+    # cluster/replication_quota.py from the metadata log; the static defaults mean unthrottled
+    _k("leader.replication.throttled.rate", _long, 9223372036854775807,
+       "Bytes/s a leader sends to the out-of-sync followers of its throttled replicas (a dynamic config)."),
+    _k("follower.replication.throttled.rate", _long, 9223372036854775807,
+       "Bytes/s a follower fetches for its throttled out-of-sync replicas (a dynamic config)."),
+    _k("replica.alter.log.dirs.io.max.bytes.per.second", _long, 9223372036854775807,
+       "Bytes/s of moves between log dirs (a dynamic config; accepted, not enforced)."),
     _k("broker.session.timeout.ms", _long, 9000,
        "On the controller of a cluster: how long a broker may go without heartbeat before it is fenced."),
     _k("broker.rack", _str, None, "The rack this broker registers with."),
