@@ -26,6 +26,7 @@ from ..security.acl import (
 )
 from ..wire.errors import ErrorCode
 from ..wire.protocol import response_class, supported_versions
+from .dynamic_broker_configs import DYNAMIC_BROKER_CONFIGS, alter_broker_configs, dynamic_broker_configs
 from .registry import RequestContext, handles
 
 if TYPE_CHECKING:
@@ -327,18 +328,23 @@ def _describe_broker(ctx: RequestContext, resource, version: int, include_docs: 
     configs = []
     if resource.resource_type == RESOURCE_BROKER:
         wanted = set(resource.configuration_keys) if resource.configuration_keys is not None else None
+        dynamic = dynamic_broker_configs(broker, broker.node_id)
         for name, spec in BROKER_CONFIGS.items():
             if wanted is not None and name not in wanted:
                 continue
             is_set = broker.config.is_set(name)
             value = broker.config.get(name)
+            source = SOURCE_STATIC_BROKER if is_set else SOURCE_DEFAULT
+            if name in dynamic:
+                value, source = dynamic[name]
+                is_set = True
             kafka_type = broker_config_type(name)
             sensitive = kafka_type == "PASSWORD"  # Kafka's PASSWORD configs: never shown
             configs.append(
                 Entry(
                     name=name, value=None if value is None or sensitive else format_config_value(value),
-                    read_only=True,
-                    is_default=not is_set and version == 0, config_source=(SOURCE_STATIC_BROKER if is_set else SOURCE_DEFAULT) if version >= 1 else -1,
+                    read_only=name not in DYNAMIC_BROKER_CONFIGS,
+                    is_default=not is_set and version == 0, config_source=source if version >= 1 else -1,
                     is_sensitive=sensitive, synonyms=[],
                     config_type=_TYPE_IDS[kafka_type] if version >= 3 else 0,
                     documentation=spec.doc if include_docs and version >= 3 else None,
@@ -400,24 +406,17 @@ async def handle_describe_configs(ctx: RequestContext, header, request) -> objec
     return DescribeConfigsResponse(throttle_time_ms=0, results=results + refused)
 
 
-def _leaves_no_configs(compute: Callable[[dict[str, str]], dict[str, str]]) -> bool:
-    try:
-        return compute({}) == {}
-    except InvalidConfig:
-        return False
-
-
 def _alter(ctx: RequestContext, resource, validate_only: bool, compute: Callable[[dict[str, str]], dict[str, str]]):
     """Apply a config change to one resource; returns (error code, message)."""
     error = _refused(ctx, resource, OP_ALTER_CONFIGS)
     if error is not None:
         return error
     if resource.resource_type == RESOURCE_BROKER:
-        # no dynamic broker config is ever set here, so a change that leaves none (deleting
-        # throttles, as kafka-reassign-partitions.sh --verify/--cancel does) is a no-op
-        if _leaves_no_configs(compute):
-            return ErrorCode.NONE, None
-        return ErrorCode.INVALID_REQUEST, "Dynamic broker configs are not supported by Odradek"
+        # the replication throttles are the broker configs that change at run time here
+        try:
+            return alter_broker_configs(ctx.broker, resource, validate_only, compute)
+        except InvalidConfig as exc:
+            return ErrorCode.INVALID_CONFIG, str(exc)
     if resource.resource_type == RESOURCE_BROKER_LOGGER:
         return ErrorCode.NONE, None
     if resource.resource_type == RESOURCE_CLIENT_METRICS:
