@@ -8,7 +8,8 @@ cleaner in a thread of the broker process), it starts `python -m odradek serve` 
 `ODRADEK_LOOP_MONITOR`, creates a compacted topic with 8 MiB segments and
 `min.compaction.lag.ms=3600000` (nothing is cleaned while it fills), produces issue #28's case
 into it (1,000,000 records of 100 B over 100,000 keys, `bench_cleaner.case_batches`), and starts
-a probe: one connection sending ApiVersions and a Fetch (offset 0 of a small topic, max_wait 0)
+a probe (after a first, tiny cleaning of another topic: a broker's cleaner worker starts with its
+first cleaning and then stays): one connection sending ApiVersions and a Fetch (offset 0 of a small topic, max_wait 0)
 in turn, 2 ms apart, timing every answer. After a quiet baseline it lifts the lag
 (IncrementalAlterConfigs); the cleaning window runs from then until the broker's
 `cleaner-offset-checkpoint` holds the partition's new first dirty offset.
@@ -49,6 +50,7 @@ from odradek.wire.records import SimpleRecord, build_batch  # noqa: E402
 
 TOPIC = "bench-compact"
 PROBE_TOPIC = "probe"
+WARM_TOPIC = "warm-up"
 ApiVersions = request_class(18)
 Fetch = request_class(1)
 
@@ -72,12 +74,26 @@ def create_topics(bootstrap: str, segment_bytes: int) -> None:
     admin = AdminClient({"bootstrap.servers": bootstrap})
     configs = {"cleanup.policy": "compact", "segment.bytes": str(segment_bytes), "segment.ms": "86400000",
                "min.cleanable.dirty.ratio": "0.01", "min.compaction.lag.ms": "3600000"}
-    for fut in admin.create_topics([NewTopic(TOPIC, 1, 1, config=configs),
-                                    NewTopic(PROBE_TOPIC, 1, 1)]).values():
+    warm = {"cleanup.policy": "compact", "segment.bytes": "1024", "min.cleanable.dirty.ratio": "0.01"}
+    for fut in admin.create_topics([NewTopic(TOPIC, 1, 1, config=configs), NewTopic(PROBE_TOPIC, 1, 1),
+                                    NewTopic(WARM_TOPIC, 1, 1, config=warm)]).values():
         fut.result(30)
 
 
-def checkpointed(data_dir: Path) -> int:
+def warm_up_cleaner(bootstrap: str, data_dir: Path) -> None:
+    """A first, tiny cleaning, so the worker process is running before the measured one (as on
+    any broker that has cleaned before: it starts with the first cleaning and then stays)."""
+    now = int(time.time() * 1000)
+    _produce_all(bootstrap, [build_batch([SimpleRecord(b"v" * 300, b"k%d" % (i % 3), (), now)]) for i in range(12)],
+                 WARM_TOPIC)
+    deadline = time.monotonic() + 60
+    while checkpointed(data_dir, WARM_TOPIC) < 0:
+        if time.monotonic() > deadline:
+            raise RuntimeError("the warm-up topic was not cleaned in 60 s")
+        time.sleep(0.05)
+
+
+def checkpointed(data_dir: Path, topic: str = TOPIC) -> int:
     """The partition's first dirty offset in `cleaner-offset-checkpoint` (-1 if absent)."""
     path = data_dir / "cleaner-offset-checkpoint"
     try:
@@ -86,7 +102,7 @@ def checkpointed(data_dir: Path) -> int:
         return -1
     for line in lines[2:]:
         parts = line.split()
-        if len(parts) == 3 and parts[0] == TOPIC and parts[1] == "0":
+        if len(parts) == 3 and parts[0] == topic and parts[1] == "0":
             return int(parts[2])
     return -1
 
@@ -135,6 +151,7 @@ def run_mode(worker: bool, records: int, base: Path, baseline_s: float) -> dict[
         _produce_all(bootstrap, [build_batch([SimpleRecord(b"x" * 100, b"k", (), int(time.time() * 1000))])],
                      PROBE_TOPIC)
         data_dir = work / "data"
+        warm_up_cleaner(bootstrap, data_dir)
         before = checkpointed(data_dir)
         time.sleep(1.0)  # let the produce tail settle
         probe = Probe(bootstrap)

@@ -1,0 +1,155 @@
+"""Tables and plots of the log cleaner's benchmarks (issue #28) from their saved JSON lines.
+
+Run: `python benchmarks/bench_cleaner_plot.py --rows benchmarks/results/cleaner-kafka.jsonl
+--latency benchmarks/results/cleaner-latency.jsonl [--img docs/img]`.
+
+`--rows`: the lines of `bench_cleaner_kafka.py --json` (one per case and round, Kafka and Odradek
+in the same round); the table gives per case the median dirty MiB/s of each broker over the
+rounds and the median of the per-round ratios, the plot `cleaner-compaction.png` the medians as
+bars with every round's figure as a dot. `--latency`: the lines of `bench_cleaner_latency.py
+--json`; the table gives per cleaner mode the worst figure of each window over the rounds, the
+plot `cleaner-latency.png` the probe's max and p99 and the loop monitor's longest hold, before and
+during the cleaning. Needs matplotlib (`pip install -e '.[bench]'`).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import statistics
+from pathlib import Path
+
+
+def load(path: Path) -> list[dict]:
+    return [json.loads(line) for line in path.read_text().splitlines() if line.strip()]
+
+
+def compaction_table(rows: list[dict]) -> tuple[str, list[tuple[str, list[float], list[float], float]]]:
+    cases: dict[str, list[dict]] = {}
+    for r in rows:
+        if "odradek" in r:
+            cases.setdefault(r["case"], []).append(r)
+    out = ["| case | records | rounds | Kafka MiB/s (median) | Odradek MiB/s (median) | Odradek/Kafka (median of rounds) "
+           "| per round |", "|---|---|---|---|---|---|---|"]
+    series = []
+    for case, rs in cases.items():
+        kafka = [r["kafka"]["mib_s"] for r in rs]
+        ours = [r["odradek"]["mib_s"] for r in rs]
+        ratios = [r["ratio"] for r in rs]
+        med = statistics.median(ratios)
+        out.append(f"| {case} | {rs[0]['records']:,} | {len(rs)} | {statistics.median(kafka):.1f} "
+                   f"| {statistics.median(ours):.1f} | **{med:.2f}x** | {', '.join(f'{x:.2f}' for x in ratios)} |")
+        series.append((case, kafka, ours, med))
+    return "\n".join(out), series
+
+
+def latency_table(rows: list[dict]) -> str:
+    out = ["| cleaner | rounds | window | ApiVersions p99 / max ms (worst round) | Fetch p99 / max ms (worst round) "
+           "| answers over 5 ms | loop: longest hold ms | loop watchdog max lag ms |",
+           "|---|---|---|---|---|---|---|---|"]
+    modes: dict[str, list[dict]] = {}
+    for r in rows:
+        modes.setdefault(r["mode"], []).append(r)
+    for mode, rs in modes.items():
+        for window in ("baseline", "cleaning"):
+            cells = []
+            over = 0
+            total = 0
+            for kind in ("ApiVersions", "Fetch"):
+                ps = [r[window]["probe"][kind] for r in rs if kind in r[window]["probe"]]
+                over += sum(p["over_5ms"] for p in ps)
+                total += sum(p["n"] for p in ps)
+                cells.append(f"{max(p['p99_ms'] for p in ps):.2f} / {max(p['max_ms'] for p in ps):.2f}" if ps else "-")
+            held = max(r[window]["loop"]["max_held_ms"] for r in rs)
+            lag = max(r[window]["loop"]["lag_max_ms"] for r in rs)
+            out.append(f"| {mode} | {len(rs)} | {window} | {cells[0]} | {cells[1]} | {over} of {total} "
+                       f"| {held:.2f} | {lag:.2f} |")
+    return "\n".join(out)
+
+
+def plot_compaction(series: list, path: Path) -> None:
+    import matplotlib  # noqa: PLC0415
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt  # noqa: PLC0415
+
+    fig, ax = plt.subplots(figsize=(10, 4.8))
+    width = 0.38
+    for i, (_case, kafka, ours, med) in enumerate(series):
+        ax.bar(i - width / 2, statistics.median(kafka), width, color="#7f7f7f", label="Kafka 4.4.0" if i == 0 else None)
+        ax.bar(i + width / 2, statistics.median(ours), width, color="#1f77b4", label="Odradek" if i == 0 else None)
+        ax.scatter([i - width / 2] * len(kafka), kafka, color="black", s=8, zorder=3)
+        ax.scatter([i + width / 2] * len(ours), ours, color="black", s=8, zorder=3)
+        ax.annotate(f"{med:.2f}x", (i, max(max(kafka), max(ours))), textcoords="offset points", xytext=(0, 4),
+                    ha="center", fontsize=9, fontweight="bold")
+    ax.set_xticks(range(len(series)))
+    ax.set_xticklabels([_short(c) for c, *_ in series], fontsize=8)
+    ax.set_ylabel("dirty MiB/s (median; dots: rounds)")
+    ax.set_title("Log compaction, one partition, same run: Odradek / Kafka 4.4.0")
+    ax.legend(loc="upper left", fontsize=8)
+    ax.margins(y=0.15)
+    fig.tight_layout()
+    fig.savefig(path, dpi=110)
+    plt.close(fig)
+
+
+def plot_latency(rows: list[dict], path: Path) -> None:
+    import matplotlib  # noqa: PLC0415
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt  # noqa: PLC0415
+
+    modes: dict[str, list[dict]] = {}
+    for r in rows:
+        modes.setdefault(r["mode"], []).append(r)
+    labels, p99, mx, held = [], [], [], []
+    for mode, rs in modes.items():
+        for window in ("baseline", "cleaning"):
+            ps = [r[window]["probe"][k] for r in rs for k in ("ApiVersions", "Fetch") if k in r[window]["probe"]]
+            labels.append(f"{mode}\n{window}")
+            p99.append(max(p["p99_ms"] for p in ps))
+            mx.append(max(p["max_ms"] for p in ps))
+            held.append(max(r[window]["loop"]["max_held_ms"] for r in rs))
+    fig, ax = plt.subplots(figsize=(9, 4.5))
+    xs = range(len(labels))
+    w = 0.27
+    ax.bar([x - w for x in xs], p99, w, label="probe p99 (ApiVersions, Fetch)", color="#1f77b4")
+    ax.bar(list(xs), mx, w, label="probe max", color="#aec7e8")
+    ax.bar([x + w for x in xs], held, w, label="event loop: longest hold (loop monitor)", color="#d62728")
+    ax.axhline(5, color="black", linestyle="--", linewidth=1)
+    ax.text(len(labels) - 0.5, 5, " 5 ms", va="bottom", ha="right", fontsize=8)
+    ax.set_xticks(list(xs))
+    ax.set_xticklabels(labels, fontsize=8)
+    ax.set_ylabel("ms (worst round)")
+    ax.set_title("Requests on a running broker while the cleaner compacts 1M records")
+    ax.legend(fontsize=8)
+    fig.tight_layout()
+    fig.savefig(path, dpi=110)
+    plt.close(fig)
+
+
+def _short(case: str) -> str:
+    return (case.replace("issue #28: ", "#28: ").replace("100 B values", "100 B").replace("1 KiB values", "1 KiB")
+            .replace(", 10 updates/key", "\n10 upd/key").replace(", all keys unique (nothing to drop)", "\nunique keys")
+            .replace(", 10 % tombstones", "\n10 % tombstones").replace(", lz4 batches of 50", "\nlz4 x50")
+            .replace(", 8 MiB segments", "\n8 MiB seg"))
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--rows", type=Path)
+    ap.add_argument("--latency", type=Path)
+    ap.add_argument("--img", type=Path, default=Path("docs/img"))
+    args = ap.parse_args()
+    if args.rows:
+        table, series = compaction_table(load(args.rows))
+        print(table + "\n")
+        plot_compaction(series, args.img / "cleaner-compaction.png")
+    if args.latency:
+        rows = load(args.latency)
+        print(latency_table(rows) + "\n")
+        plot_latency(rows, args.img / "cleaner-latency.png")
+
+
+if __name__ == "__main__":
+    main()
