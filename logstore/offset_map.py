@@ -25,8 +25,10 @@ range instead of hashing every key again.
 from __future__ import annotations
 
 import hashlib
+from typing import TYPE_CHECKING
 
-import numpy as np
+if TYPE_CHECKING:
+    import numpy as np
 
 #: bytes of one slot in Kafka's map: MD5 digest + offset
 BYTES_PER_ENTRY = 16 + 8
@@ -37,16 +39,19 @@ _INITIAL_CAPACITY = 1 << 12
 _M0 = 0x9E3779B97F4A7C15
 _M1 = 0xC2B2AE3D27D4EB4F
 _MASK = (1 << 64) - 1
-_MUL0 = np.uint64(_M0)
-_MUL1 = np.uint64(_M1)
-_COLS = np.arange(16)
+
+
+# numpy is imported where the table is used, not with this module: a broker whose cleaner works
+# in a worker process never loads it (start-up time, idle memory)
 
 
 def _hash(k0: np.ndarray, k1: np.ndarray, capacity: int) -> np.ndarray:
+    import numpy as np  # noqa: PLC0415
+
     # a multiply-xorshift mix of both halves (short keys differ in a few bytes only)
-    h = k0 ^ (k1 * _MUL1)
+    h = k0 ^ (k1 * np.uint64(_M1))
     h ^= h >> np.uint64(29)
-    h *= _MUL0
+    h *= np.uint64(_M0)
     h ^= h >> np.uint64(32)
     return h % np.uint64(capacity)
 
@@ -63,6 +68,8 @@ def _hash_one(k0: int, k1: int, capacity: int) -> int:
 def fixed_digests(keys: list[bytes]) -> np.ndarray:
     """(n, 2) uint64: the 16-byte table form of staged keys (digests as they are, shorter keys
     zero-padded with their length in the last byte)."""
+    import numpy as np  # noqa: PLC0415
+
     n = len(keys)
     lens = np.fromiter(map(len, keys), np.int64, n)
     joined = b"".join(keys)
@@ -78,9 +85,10 @@ def fixed_digests(keys: list[bytes]) -> np.ndarray:
     buf = np.frombuffer(joined + bytes(16), np.uint8)
     starts = np.zeros(n, np.int64)
     np.cumsum(lens[:-1], out=starts[1:])
-    rows = buf[starts[:, None] + _COLS[None, :]]
+    cols = np.arange(16)
+    rows = buf[starts[:, None] + cols[None, :]]
     short = lens < 16
-    rows[short[:, None] & (_COLS[None, :] >= lens[:, None])] = 0
+    rows[short[:, None] & (cols[None, :] >= lens[:, None])] = 0
     rows[short, 15] = lens[short].astype(np.uint8)
     return rows.view("<u8")
 
@@ -100,10 +108,10 @@ class OffsetMap:
     def __init__(self, memory_bytes: int) -> None:
         self.slots = max(memory_bytes // BYTES_PER_ENTRY, 1)
         self._staged: dict[bytes, int] = {}
-        capacity = min(self.slots, _INITIAL_CAPACITY)
-        self._k0 = np.zeros(capacity, np.uint64)
-        self._k1 = np.zeros(capacity, np.uint64)
-        self._offsets = np.full(capacity, -1, np.int64)
+        # the table: allocated at the first flush (and numpy imported then)
+        self._k0: np.ndarray | None = None
+        self._k1: np.ndarray | None = None
+        self._offsets: np.ndarray | None = None
         self._count = 0
         self.latest_offset = -1
         self.lookups = 0
@@ -146,6 +154,11 @@ class OffsetMap:
         staged = self._staged
         if not staged:
             return
+        import numpy as np  # noqa: PLC0415
+
+        if self._offsets is None:
+            self._alloc(min(self.slots, _INITIAL_CAPACITY))
+        assert self._offsets is not None
         n = len(staged)
         digests = fixed_digests(list(staged))
         offsets = np.fromiter(staged.values(), np.int64, n)
@@ -161,14 +174,22 @@ class OffsetMap:
         else:
             self._insert(digests, offsets)
 
-    def _grow(self, capacity: int) -> None:
-        occupied = self._offsets >= 0
-        keys = np.stack((self._k0[occupied], self._k1[occupied]), axis=1)
-        offsets = self._offsets[occupied]
+    def _alloc(self, capacity: int) -> None:
+        import numpy as np  # noqa: PLC0415
+
         self._k0 = np.zeros(capacity, np.uint64)
         self._k1 = np.zeros(capacity, np.uint64)
         self._offsets = np.full(capacity, -1, np.int64)
         self._count = 0
+
+    def _grow(self, capacity: int) -> None:
+        import numpy as np  # noqa: PLC0415
+
+        assert self._k0 is not None and self._k1 is not None and self._offsets is not None
+        occupied = self._offsets >= 0
+        keys = np.stack((self._k0[occupied], self._k1[occupied]), axis=1)
+        offsets = self._offsets[occupied]
+        self._alloc(capacity)
         self._insert(keys, offsets)
 
     def _insert(self, digests: np.ndarray, offsets: np.ndarray, strict: bool = True) -> None:
@@ -176,7 +197,10 @@ class OffsetMap:
         looks at its slot; a key already there takes the new offset, keys on an empty slot claim
         it (one per slot wins; the others look again next round), keys on another key's slot
         move on to the next one."""
+        import numpy as np  # noqa: PLC0415
+
         t0, t1, table_offsets = self._k0, self._k1, self._offsets
+        assert t0 is not None and t1 is not None and table_offsets is not None
         capacity = len(table_offsets)
         k0 = np.ascontiguousarray(digests[:, 0])
         k1 = np.ascontiguousarray(digests[:, 1])
@@ -221,10 +245,13 @@ class OffsetMap:
         """One byte per offset from `first` (no offset held is below it) to `latest_offset`:
         1 where the map holds that offset, 2 where it is also a tombstone, 0 elsewhere."""
         if self._latest is None or self._latest_first != first:
+            import numpy as np  # noqa: PLC0415
+
             self.flush()
             marks = np.zeros(max(self.latest_offset - first + 1, 0), np.uint8)
-            held = self._offsets[self._offsets >= 0]
-            marks[held - first] = 1
+            if self._offsets is not None:
+                held = self._offsets[self._offsets >= 0]
+                marks[held - first] = 1
             if self.tombstones:
                 tombs = np.asarray(self.tombstones, np.int64) - first
                 tombs = tombs[marks[tombs] == 1]
@@ -243,6 +270,8 @@ class OffsetMap:
         k0 = int.from_bytes(d[:8], "little")
         k1 = int.from_bytes(d[8:], "little")
         t0, t1, table_offsets = self._k0, self._k1, self._offsets
+        if t0 is None or t1 is None or table_offsets is None:
+            return -1
         capacity = len(table_offsets)
         pos = _hash_one(k0, k1, capacity)
         for _ in range(capacity):
@@ -269,7 +298,8 @@ class OffsetMap:
     def clear(self) -> None:
         # the table keeps its size, as Kafka keeps its buffer; only the occupancy is reset
         self._staged.clear()
-        self._offsets.fill(-1)
+        if self._offsets is not None:
+            self._offsets.fill(-1)
         self._count = 0
         self.latest_offset = -1
         self.tombstones = []
