@@ -18,7 +18,7 @@ from ..wire.protocol import response_class, supported_versions
 from .common import AUTHORIZED_OPERATIONS_OMITTED, GROUP_OPERATIONS, operations_bits
 from .groups import _client_host, _coordinator, _kafka_order
 from .registry import RequestContext, handles
-from .topics import admin_lock, create_topic, ensure_internal_topic
+from .topics import ensure_internal_topic
 
 log = logging.getLogger(__name__)
 
@@ -43,12 +43,11 @@ async def _create_internal_topics(ctx: RequestContext, topics: dict[str, streams
         log.warning("Streams internal topics %s not created: cluster brokers forward topic creation",
                     sorted(topics))
         return
-    async with admin_lock(broker):
-        for name in sorted(topics):
-            if broker.metadata.get(name) is None:
-                info = topics[name]
-                await create_topic(broker, name, info.partitions, dict(info.configs))
-                log.info("Created streams internal topic %s with %d partitions", name, info.partitions)
+    for name in sorted(topics):
+        if broker.metadata.get(name) is None:
+            info = topics[name]
+            await ensure_internal_topic(broker, (name, info.partitions, dict(info.configs)))
+            log.info("Created streams internal topic %s with %d partitions", name, info.partitions)
 
 
 @handles(STREAMS_GROUP_HEARTBEAT_KEY, 0, _max(STREAMS_GROUP_HEARTBEAT_KEY))
@@ -82,8 +81,10 @@ async def handle_streams_group_heartbeat(ctx: RequestContext, header, request) -
             for (host, port), active, standby in result.partitions_by_endpoint]
     return R(throttle_time_ms=0, error_code=0, error_message=None, member_id=result.member_id,
              member_epoch=result.member_epoch, heartbeat_interval_ms=result.heartbeat_interval_ms,
-             acceptable_recovery_lag_legacy=min(result.acceptable_recovery_lag, 2**31 - 1),
-             acceptable_recovery_lag=result.acceptable_recovery_lag,
+             # v0 carries the lag as an int32, v1 as an int64 in a field of its own
+             acceptable_recovery_lag_legacy=(min(result.acceptable_recovery_lag, 2**31 - 1)
+                                             if header.api_version == 0 else 0),
+             acceptable_recovery_lag=result.acceptable_recovery_lag if header.api_version >= 1 else -1,
              task_offset_interval_ms=result.task_offset_interval_ms,
              status=[R.Status(status_code=c, status_detail=d) for c, d in result.status],
              active_tasks=None if tasks is None else _task_ids(R.TaskIds, tasks.active),

@@ -38,17 +38,25 @@ def topology(epoch: int = 0):
 
 
 def join(member: str, process: str) -> object:
-    return Req(group_id=APP, member_id=member, member_epoch=0, endpoint_information_epoch=0, instance_id=None,
+    return Req(**join_kw(member, process))
+
+
+def join_kw(member: str, process: str) -> dict:
+    return dict(group_id=APP, member_id=member, member_epoch=0, endpoint_information_epoch=0, instance_id=None,
                rack_id=None, rebalance_timeout_ms=30000, topology=topology(), active_tasks=[], standby_tasks=[],
                warmup_tasks=[], process_id=process, user_endpoint=None, client_tags=[], task_offsets=[],
-               task_end_offsets=[], shutdown_application=False)
+                task_end_offsets=[], shutdown_application=False)
 
 
 def beat(member: str, epoch: int, owned: sg.TasksTuple | None = None) -> object:
+    return Req(**beat_kw(member, epoch, owned))
+
+
+def beat_kw(member: str, epoch: int, owned: sg.TasksTuple | None = None) -> dict:
     def ids(t):
         return [Req.TaskIds(subtopology_id=s, partitions=sorted(ps)) for s, ps in sorted(t.items())]
 
-    return Req(group_id=APP, member_id=member, member_epoch=epoch, endpoint_information_epoch=0, instance_id=None,
+    return dict(group_id=APP, member_id=member, member_epoch=epoch, endpoint_information_epoch=0, instance_id=None,
                rack_id=None, rebalance_timeout_ms=-1, topology=None,
                active_tasks=None if owned is None else ids(owned.active),
                standby_tasks=None if owned is None else ids(owned.standby),
@@ -185,3 +193,41 @@ def test_join_without_a_topology_is_an_invalid_request(tmp_path):
         assert r.error == E.INVALID_REQUEST and r.error_message == "Topology must be non-null when joining."
 
     run_with_coordinator(broker, run)
+
+
+def test_heartbeat_and_describe_through_the_dispatcher(tmp_path, monkeypatch):
+    """Both versions of StreamsGroupHeartbeat and StreamsGroupDescribe encoded as the client
+    encodes them; internal topics created by the handler; ListGroups shows the streams type."""
+    from fake_metadata import create_internal_topic_in_place
+    from test_handlers import call
+
+    from odradek.handlers import streams_groups
+
+    monkeypatch.setattr(streams_groups, "ensure_internal_topic", create_internal_topic_in_place)
+    for version in (0, 1):
+        broker = FakeBroker(tmp_path / f"v{version}", **{"group.streams.initial.rebalance.delay.ms": "0"})
+        broker.metadata.create_topic("in", 2, {})
+        async def run(c, broker=broker, version=version, app=APP):
+            body = join_kw("a", "pa")
+            r = await call(broker, 88, version, **body)
+            assert r.error_code == 0 and r.member_id == "a"
+            assert [s.status_code for s in r.status] == [sg.MISSING_INTERNAL_TOPICS]
+            assert broker.metadata.get(CHANGELOG).partitions == 2  # made by the handler
+            assert broker.metadata.get(REPARTITION).partitions == 2
+            body = beat_kw("a", r.member_epoch, sg.TasksTuple())
+            r = await call(broker, 88, version, **body)
+            assert r.error_code == 0 and r.status == []
+            assert sorted((t.subtopology_id, t.partitions) for t in r.active_tasks) == [("0", [0, 1]), ("1", [0, 1])]
+            d = await call(broker, 89, version, group_ids=[app, "nope"], include_authorized_operations=False)
+            by_id = {g.group_id: g for g in d.groups}
+            assert by_id["nope"].error_code == E.GROUP_ID_NOT_FOUND
+            g = by_id[app]
+            assert g.group_state == "Stable" and [m.member_id for m in g.members] == ["a"]
+            assert [s.subtopology_id for s in g.topology.subtopologies] == ["0", "1"]
+            assert g.topology.subtopologies[1].state_changelog_topics[0].partitions == 2
+            listed = await call(broker, 16, 5, states_filter=[], types_filter=["streams"])
+            assert [(x.group_id, x.group_type, x.protocol_type) for x in listed.groups] == [(app, "streams", "streams")]
+            unknown = await call(broker, 88, version, **beat_kw("zz", 3, sg.TasksTuple()))
+            assert unknown.error_code == E.UNKNOWN_MEMBER_ID
+
+        run_with_coordinator(broker, run)
