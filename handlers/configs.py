@@ -50,6 +50,8 @@ RESOURCE_GROUP = 32  # group configs (KIP-848/KIP-932): odradek.group_coordinato
 
 # DescribeConfigsResponse.ConfigSource
 SOURCE_DYNAMIC_TOPIC = 1
+SOURCE_DYNAMIC_BROKER = 2
+SOURCE_DYNAMIC_DEFAULT_BROKER = 3
 SOURCE_STATIC_BROKER = 4
 SOURCE_DEFAULT = 5
 
@@ -232,7 +234,8 @@ _TOPIC_SYNONYMS: dict[str, tuple[tuple[str, str | None], ...]] = {
 
 def _describe_synonyms(broker: Broker, name: str, value: str, overridden: bool) -> list[tuple[str, str | None, int]]:
     """A topic config's synonyms as Kafka's ConfigHelper lists them: the topic's override, then the
-    broker synonyms set in its static config, then those with a default; all dropped up to the
+    broker synonyms set as dynamic configs of this broker, then of the cluster (ConfigRecords), then
+    in its static config, then those with a default; all dropped up to the
     primary broker synonym (so a default only under another name, like log.retention.hours for
     retention.ms, is not listed)."""
     found: list[tuple[str, str | None, int]] = [(name, value, SOURCE_DYNAMIC_TOPIC)] if overridden else []
@@ -240,7 +243,14 @@ def _describe_synonyms(broker: Broker, name: str, value: str, overridden: bool) 
     if not synonyms:
         return found
     raw = broker.config.raw
-    listed = [(n, str(raw[n]), SOURCE_STATIC_BROKER) for n, _d in synonyms if n in raw]
+    image = getattr(getattr(broker, "metadata_store", None), "image", None) or getattr(
+        getattr(broker, "broker_role", None), "image", None)
+    listed: list[tuple[str, str | None, int]] = []
+    if image is not None:
+        for resource_name, source in ((str(broker.node_id), SOURCE_DYNAMIC_BROKER), ("", SOURCE_DYNAMIC_DEFAULT_BROKER)):
+            dynamic = image.configs.get((RESOURCE_BROKER, resource_name), {})
+            listed += [(n, dynamic[n], source) for n, _d in synonyms if n in dynamic]
+    listed += [(n, str(raw[n]), SOURCE_STATIC_BROKER) for n, _d in synonyms if n in raw]
     listed += [(n, default, SOURCE_DEFAULT) for n, default in synonyms if default is not None]
     primary = synonyms[0][0]
     while listed and listed[0][0] != primary:
