@@ -140,8 +140,8 @@ def protocol_page() -> str:
         "ApiVersions v3+ reports the features the node supports and those the cluster finalized, as",
         f"Kafka {ref.KAFKA_VERSION} does (v3 leaves out features whose minimum is 0). A cluster formatted by",
         "`odradek storage format` finalizes what `kafka-storage format` of the same release finalizes.",
-        "share.version and streams.version are finalized as Kafka does although the share-group and",
-        "streams-group APIs are not served yet: a client that tries those groups is refused the API.",
+        "share.version and streams.version are finalized as Kafka does; share groups (docs/share-groups.md)",
+        "and streams groups (docs/streams-groups.md) are served.",
         "",
         f"| feature | Kafka {ref.KAFKA_VERSION} supports | Odradek supports | finalized when formatted |"
         " Odradek reports it at |",

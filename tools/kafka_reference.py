@@ -38,7 +38,8 @@ FINALIZED_FEATURES: list[tuple[str, int]] = [
 
 _OLD_VERSIONS = ("Odradek still serves the older versions Kafka 3.9 served, which Kafka 4.0 removed "
                  "(KIP-896), so that clients of those releases keep working")
-_STREAMS = "streams groups (KIP-1071) have an issue of their own"
+_STREAMS = ("the topology description update (KIP-1331) is sent only when the coordinator asks for it; "
+            "Odradek's never does (docs/streams-groups.md)")
 _UNREGISTER_CONTROLLER = ("sent between the controllers of a multi-voter quorum; the Odradek controller is a "
                           "single voter (docs/cluster.md)")
 _CONTROLLER_ONLY = ("served to brokers on a controller listener only, as Kafka's controller serves it "
