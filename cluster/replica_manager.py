@@ -48,6 +48,8 @@ class ReplicaManager:
         self.fetchers: Any = None
         #: sends ISR changes to the controller (cluster.alter_partition.AlterPartitionManager)
         self.alter_partition: Any = None
+        #: the configs of each topic last applied to its logs
+        self._topic_configs: dict[str, dict[str, str]] = {}
         #: replication throttles (Kafka's quotaManagers.leader / .follower)
         self.leader_quota = ReplicationQuotaManager(LEADER, self.node_id)
         self.follower_quota = ReplicationQuotaManager(FOLLOWER, self.node_id)
@@ -162,6 +164,12 @@ class ReplicaManager:
         self.follower_quota.update(image)
         for topic in image.topics_by_id.values():
             configs = image.topic_configs(topic.name)
+            if self._topic_configs.get(topic.name) != configs:
+                # a topic's configs apply to its logs here as they change (Kafka's
+                # DynamicConfigPublisher), also to logs loaded before the metadata was known
+                self._topic_configs[topic.name] = configs
+                broker.log_manager.update_topic_config(
+                    topic.name, LogConfig.from_props(configs, base=broker.default_log_config))
             for index, state in topic.partitions.items():
                 key = (topic.name, index)
                 seen.add(key)
@@ -235,6 +243,8 @@ class ReplicaManager:
                     if self.fetchers is not None:
                         # Kafka's makeFollower: fetch from the new leader (truncating where the logs diverge)
                         self.fetchers.follow(key, part, state.leader, state.leader_epoch)
+        for name in set(self._topic_configs) - {k[0] for k in seen}:
+            del self._topic_configs[name]  # a deleted topic
         for key in [k for k in self.partitions if k not in seen]:
             part = self.partitions.pop(key)
             if self.fetchers is not None:

@@ -38,7 +38,7 @@ class Cluster:
     broker 3)."""
 
     def __init__(self, root, controller_kind: str = "kafka", extra_java: tuple[int, ...] = (),
-                 broker_overrides: dict[int, dict[str, object]] | None = None) -> None:
+                 broker_overrides: dict[int, dict[str, object]] | None = None, java_only: bool = False) -> None:
         require_tool("kafka-4.4.0")
         self.quorum = Quorum()
         self.broker_overrides = broker_overrides or {}
@@ -53,6 +53,11 @@ class Cluster:
             self.controller = (KafkaNode(root / "node1", self.quorum, 1, roles=("controller",))
                                if controller_kind == "kafka" else odradek_controller(root / "node1", self.quorum, 1))
             self.odradek = {n: OdradekBroker(root / f"node{n}", overrides=self.odradek_overrides(n)) for n in (3, 4)}
+        if java_only:
+            # the all-Kafka twin of a mixed cluster: Java brokers with the Odradek brokers' ids
+            assert controller_kind == "kafka"
+            self.odradek = {}
+            extra_java = tuple(dict.fromkeys((3, 4, *extra_java)))
         self.java = KafkaNode(root / "node2", self.quorum, 2, roles=("broker",),
                               overrides=self.broker_overrides.get(2))
         if controller_kind == "combined":
