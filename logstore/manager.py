@@ -15,6 +15,7 @@ import threading
 import time
 import uuid
 from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 from . import files
@@ -28,6 +29,8 @@ from .partition_log import PartitionLog
 log = logging.getLogger(__name__)
 
 METADATA_TOPIC = "__cluster_metadata"
+#: Threads loading the logs of a dir at start-up (Kafka's num.recovery.threads.per.data.dir).
+LOAD_THREADS = 8
 
 TopicPartition = tuple[str, int]
 
@@ -167,6 +170,7 @@ class LogManager:
             start_offsets = {}
         # Directory (readdir) order, like Java's File.listFiles: it decides the insertion order of
         # Kafka's log map, which shows in the checkpoint files' line order.
+        to_open: list[tuple[Path, TopicPartition]] = []
         for sub in d.path.iterdir():
             if not sub.is_dir():
                 continue
@@ -183,19 +187,37 @@ class LogManager:
             tp = files.parse_partition_dir_name(name)
             if tp is None or tp[0] == METADATA_TOPIC:
                 continue  # the KRaft metadata log is not a LogManager log
+            to_open.append((sub, tp))
+
+        def open_log(item: tuple[Path, TopicPartition]) -> PartitionLog | BaseException:
+            sub, tp = item
             try:
-                lg = PartitionLog.open(sub, self.config_for(tp[0]), tp[0], tp[1],
-                                       recovery_point=recovery_points.get(tp, 0),
-                                       log_start_offset=start_offsets.get(tp),
-                                       had_clean_shutdown=d.had_clean_shutdown,
-                                       validate_records=self.validate_records)
-            except Exception:
-                d.all_loaded_ok = False
-                log.exception("Error while loading log dir %s", sub)
-                raise
+                return PartitionLog.open(sub, self.config_for(tp[0]), tp[0], tp[1],
+                                         recovery_point=recovery_points.get(tp, 0),
+                                         log_start_offset=start_offsets.get(tp),
+                                         had_clean_shutdown=d.had_clean_shutdown,
+                                         validate_records=self.validate_records)
+            except Exception as e:  # noqa: BLE001 - raised below, in readdir order
+                return e
+
+        # Several threads, as Kafka's num.recovery.threads.per.data.dir: a log's load is mostly
+        # file opens, reads and (recovering) fsyncs, 10,000 of them took 10 s in one thread.
+        with ThreadPoolExecutor(LOAD_THREADS, thread_name_prefix="log-load") as pool:
+            opened = list(pool.map(open_log, to_open))
+        failed = next((i for i, r in enumerate(opened) if isinstance(r, BaseException)), None)
+        if failed is not None:
+            for r in opened:
+                if isinstance(r, PartitionLog):
+                    r.close_handlers()
+            d.all_loaded_ok = False
+            error = opened[failed]
+            log.error("Error while loading log dir %s", to_open[failed][0], exc_info=error)
+            raise error  # type: ignore[misc]
+        for (sub, tp), lg in zip(to_open, opened, strict=True):
+            assert isinstance(lg, PartitionLog)
             self.logs[tp] = lg
             self._log_dir_of[tp] = d
-            log.info("Loaded %s: log start %d, log end %d, %d segment(s)", name, lg.log_start_offset,
+            log.info("Loaded %s: log start %d, log end %d, %d segment(s)", sub.name, lg.log_start_offset,
                      lg.log_end_offset, len(lg.segments))
 
     def _load_future(self, d: LogDir, sub: Path) -> None:
