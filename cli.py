@@ -106,6 +106,7 @@ CLIENT_TOOLS = (
     ("console-consumer", "console_consumer", "print records of a topic (like kafka-console-consumer.sh)"),
     ("consumer-groups", "consumer_groups", "list, describe and reset consumer groups (like kafka-consumer-groups.sh)"),
     ("share-groups", "share_groups", "list, describe, reset and delete share groups (like kafka-share-groups.sh)"),
+    ("streams-groups", "streams_groups", "list, describe and delete streams groups (like kafka-streams-groups.sh)"),
     ("get-offsets", "get_offsets", "show partition offsets at a time (like kafka-get-offsets.sh)"),
     ("broker-api-versions", "broker_api_versions", "list the APIs a broker serves (like kafka-broker-api-versions.sh)"),
     ("configs", "kafka_configs", "describe or alter topic and broker configs and SCRAM users (like kafka-configs.sh)"),

@@ -1,0 +1,171 @@
+"""`odradek streams-groups`: list, describe and delete streams groups, like kafka-streams-groups.sh.
+
+--list (``GROUP STATE`` with --state); --describe --state ``GROUP COORDINATOR (ID) ASSIGNOR STATE
+#MEMBERS`` (``GROUP-EPOCH TARGET-ASSIGNMENT-EPOCH`` under --verbose); --describe --members
+``GROUP MEMBER PROCESS CLIENT-ID ASSIGNMENTS`` (epochs and target assignments under --verbose);
+--describe [--offsets] ``GROUP TOPIC PARTITION OFFSET-LAG`` of the group's input topics;
+--delete deletes empty groups.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+
+from ..wire.errors import ErrorCode
+from ..wire.protocol import request_class
+from .cli_common import add_bootstrap_argument, add_command_config_argument, run_with_client
+from .client import LATEST_TIMESTAMP, KafkaClient, check
+from .consumer_groups import _table
+from .group_client import fetch_committed, find_coordinator
+
+LIST_GROUPS, DELETE_GROUPS = 16, 42
+STREAMS_GROUP_DESCRIBE = 89
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    add_bootstrap_argument(parser)
+    add_command_config_argument(parser)
+    action = parser.add_mutually_exclusive_group(required=True)
+    action.add_argument("--list", action="store_true", help="list all streams groups")
+    action.add_argument("--describe", action="store_true", help="describe a streams group")
+    action.add_argument("--delete", action="store_true", help="delete streams groups")
+    parser.add_argument("--group", action="append", help="the group (repeatable)")
+    parser.add_argument("--all-groups", action="store_true", help="every streams group")
+    parser.add_argument("--members", action="store_true", help="with --describe: the members")
+    parser.add_argument("--state", action="store_true", help="with --describe (or --list): the group state")
+    parser.add_argument("--offsets", action="store_true", help="with --describe: committed offsets (the default)")
+    parser.add_argument("--verbose", action="store_true", help="with --describe: more columns")
+
+
+def run(args: argparse.Namespace) -> int:
+    return run_with_client(args, lambda client: _dispatch(client, args), prog="streams-groups")
+
+
+def list_streams_groups(client: KafkaClient) -> list[tuple[str, str]]:
+    """(group id, state) of every streams group (ListGroups v5 with the "streams" type filter)."""
+    client.metadata([])
+    out: dict[str, str] = {}
+    for node_id in sorted(client.brokers):
+        response = client.send(LIST_GROUPS, request_class(LIST_GROUPS)(states_filter=[], types_filter=["streams"]),
+                               node_id)
+        check(response.error_code, "ListGroups")
+        for g in response.groups:
+            out[g.group_id] = g.group_state or ""
+    return sorted(out.items())
+
+
+def _groups(client: KafkaClient, args: argparse.Namespace) -> list[str]:
+    if args.all_groups:
+        return [g for g, _ in list_streams_groups(client)]
+    if not args.group:
+        raise ValueError("--group or --all-groups is required")
+    return list(args.group)
+
+
+def _dispatch(client: KafkaClient, args: argparse.Namespace) -> int:
+    if args.list:
+        groups = list_streams_groups(client)
+        if args.state:
+            print(_table(["GROUP", "STATE"], [[g, s] for g, s in groups], [15]))
+        else:
+            for g, _ in groups:
+                print(g)
+        return 0
+    if args.describe:
+        for group in _groups(client, args):
+            describe(client, group, args)
+        return 0
+    return delete(client, _groups(client, args))
+
+
+def _describe_group(client: KafkaClient, group: str) -> tuple[int, object]:
+    node = find_coordinator(client, group)
+    response = client.send(STREAMS_GROUP_DESCRIBE, request_class(STREAMS_GROUP_DESCRIBE)(
+        group_ids=[group], include_authorized_operations=False), node)
+    return node, response.groups[0]
+
+
+def _tasks(assignment: object, kinds: tuple[str, ...] = ("active", "standby", "warmup")) -> str:
+    parts = []
+    for kind in kinds:
+        ids = getattr(assignment, f"{kind}_tasks")
+        if ids:
+            body = "; ".join(f"{t.subtopology_id}:[{','.join(str(p) for p in sorted(t.partitions))}]"
+                             for t in sorted(ids, key=lambda t: t.subtopology_id))
+            parts.append(f"{kind.upper()}: {body};")
+    return " ".join(parts) if parts else "-"
+
+
+def describe(client: KafkaClient, group: str, args: argparse.Namespace) -> None:
+    node, desc = _describe_group(client, group)
+    if desc.error_code == ErrorCode.GROUP_ID_NOT_FOUND:
+        print(f"Error: Streams group '{group}' does not exist.", file=sys.stderr)
+        return
+    check(desc.error_code, desc.error_message)
+    if not desc.members and not args.state:
+        print(f"\nStreams group '{group}' has no active members.", file=sys.stderr)
+    print()
+    if args.state:
+        host, port = client.brokers.get(node, ("?", 0))
+        coordinator = f"{host}:{port} ({node})"
+        if args.verbose:
+            print(_table(["GROUP", "COORDINATOR (ID)", "ASSIGNOR", "STATE", "GROUP-EPOCH", "TARGET-ASSIGNMENT-EPOCH",
+                          "#MEMBERS"],
+                         [[group, coordinator, desc.assignor_name or "", desc.group_state, str(desc.group_epoch),
+                           str(desc.assignment_epoch), str(len(desc.members))]], [15, 25, 15, 15, 15, 25]))
+        else:
+            print(_table(["GROUP", "COORDINATOR (ID)", "ASSIGNOR", "STATE", "#MEMBERS"],
+                         [[group, coordinator, desc.assignor_name or "", desc.group_state, str(len(desc.members))]],
+                         [15, 25, 15, 15]))
+        return
+    if args.members:
+        rows = []
+        for m in desc.members:
+            if args.verbose:
+                rows.append([group, str(desc.assignment_epoch), str(m.topology_epoch), m.member_id,
+                             "classic" if m.is_classic else "streams", str(m.member_epoch), m.process_id,
+                             m.client_id, f"{_tasks(m.assignment)} TARGET-{_tasks(m.target_assignment)}"])
+            else:
+                rows.append([group, m.member_id, m.process_id, m.client_id, _tasks(m.assignment)])
+        if args.verbose:
+            print(_table(["GROUP", "TARGET-ASSIGNMENT-EPOCH", "TOPOLOGY-EPOCH", "MEMBER", "MEMBER-PROTOCOL",
+                          "MEMBER-EPOCH", "PROCESS", "CLIENT-ID", "ASSIGNMENTS"], rows,
+                         [15, 25, 15, 15, 15, 15, 15, 15]))
+        else:
+            print(_table(["GROUP", "MEMBER", "PROCESS", "CLIENT-ID", "ASSIGNMENTS"], rows, [15, 15, 15, 15]))
+        return
+    print(_table(["GROUP", "TOPIC", "PARTITION", "OFFSET-LAG"], _offset_rows(client, node, group, desc), [15, 15, 10]))
+
+
+def _offset_rows(client: KafkaClient, node: int, group: str, desc: object) -> list[list[str]]:
+    """The group's committed offsets of its input topics, with the lag to the log end."""
+    topics: list[str] = []
+    if desc.topology is not None:
+        for s in desc.topology.subtopologies or []:
+            topics += [*s.source_topics, *(i.name for i in s.repartition_source_topics)]
+    committed = fetch_committed(client, group)
+    rows = []
+    for name in sorted(set(topics)):
+        info = client.topic(name)
+        ends = client.list_offsets(info, sorted(info.partitions), LATEST_TIMESTAMP)
+        for p in sorted(info.partitions):
+            offset = committed.get((name, p), -1)
+            rows.append([group, name, str(p), "-" if offset < 0 else str(max(ends[p] - offset, 0))])
+    return rows
+
+
+def delete(client: KafkaClient, groups: list[str]) -> int:
+    failed = {}
+    for group in groups:
+        node = find_coordinator(client, group)
+        response = client.send(DELETE_GROUPS, request_class(DELETE_GROUPS)(groups_names=[group]), node)
+        for r in response.results:
+            if r.error_code:
+                failed[r.group_id] = ErrorCode(r.error_code).name
+    done = [g for g in groups if g not in failed]
+    if done:
+        print(f"Deletion of requested streams groups ({', '.join(repr(g) for g in done)}) was successful.")
+    for group, error in failed.items():
+        print(f"Error: Deletion of streams group '{group}' failed due to {error}.", file=sys.stderr)
+    return 1 if failed else 0
