@@ -34,6 +34,7 @@ import os
 import select
 import signal
 import socket as stdlib_socket
+import threading
 import weakref
 from collections.abc import Iterator
 from typing import TYPE_CHECKING, Any
@@ -66,8 +67,11 @@ THREAD_SEND_BYTES = 2 << 20
 _PROBE_STRIDE = 256 << 10
 _RWF_NOWAIT = getattr(os, "RWF_NOWAIT", 0)
 _RECEIVE_SIZE = 256 * 1024
-# Reads between frames (headers, small requests) go through a reused buffer of this size.
+# Reads between frames (headers, small requests) go through a reused buffer of this size, one
+# per thread (a broker's connections all live on its one Trio thread): `feed` copies out of it
+# before the next read, and a buffer per connection cost every idle connection 64 KiB of RSS.
 _SMALL_RECEIVE_SIZE = 64 * 1024
+_receive_buffers = threading.local()
 # Produce-sized frame buffers are reused across a broker's connections (one pool per broker,
 # whose connections all live on its one Trio thread).
 _frame_pools: weakref.WeakKeyDictionary[Any, FramePool] = weakref.WeakKeyDictionary()
@@ -296,9 +300,9 @@ class Connection:
                     n = os.readv(fd, (view,))
                 splitter.commit(n)
                 return n
-            buf = self.__dict__.get("_recv_buf")
+            buf = getattr(_receive_buffers, "buf", None)
             if buf is None:
-                buf = self._recv_buf = bytearray(_SMALL_RECEIVE_SIZE)
+                buf = _receive_buffers.buf = bytearray(_SMALL_RECEIVE_SIZE)
             n = os.readv(fd, (buf,))
         except BlockingIOError:
             return None
