@@ -364,20 +364,25 @@ class StreamsGroup:
 
     # ---------------------------------------------------------------- reconciliation
 
-    def reconcile(self, member: StreamsMember, owned: TasksTuple | None) -> None:
-        """Move `member` towards its target assignment (Kafka's streams CurrentAssignmentBuilder)."""
+    def reconcile(self, member: StreamsMember, owned: TasksTuple | None, delayed: bool = False) -> None:
+        """Move `member` towards its target assignment (Kafka's streams CurrentAssignmentBuilder).
+
+        `delayed`: the initial rebalance delay holds the first assignment back; as in Kafka the
+        member reconciles towards an empty target at epoch max(1, the target epoch)."""
+        target_epoch = max(1, self.target_epoch) if delayed else self.target_epoch
+        target = TasksTuple() if delayed else self.target.get(member.member_id, TasksTuple())
         if member.state == STABLE:
-            if member.member_epoch != self.target_epoch:
-                self._next(member, member.member_epoch, owned)
+            if member.member_epoch != target_epoch:
+                self._next(member, member.member_epoch, owned, target, target_epoch)
         elif member.state == UNREVOKED_TASKS:
             if owned is None or owned.contains_any(member.pending_revocation):
                 return
-            self._next(member, member.member_epoch + 1, owned)
+            self._next(member, member.member_epoch + 1, owned, target, target_epoch)
         else:
-            self._next(member, member.member_epoch, owned)
+            self._next(member, member.member_epoch, owned, target, target_epoch)
 
-    def _next(self, member: StreamsMember, epoch: int, owned: TasksTuple | None) -> None:
-        target = self.target.get(member.member_id, TasksTuple())
+    def _next(self, member: StreamsMember, epoch: int, owned: TasksTuple | None, target: TasksTuple,
+              target_epoch: int) -> None:
         active_of, standby_of, warmup_of = self._holders(member.member_id)
         pid = member.process_id
 
@@ -415,7 +420,7 @@ class StreamsGroup:
             for s, ps in getattr(pending, kind).items():
                 getattr(assigned, kind).setdefault(s, set()).update(ps)
         member.state = UNRELEASED_TASKS if unreleased else STABLE
-        member.member_epoch = self.target_epoch
+        member.member_epoch = target_epoch
         member.assigned = assigned
         member.pending_revocation = TasksTuple()
 
@@ -538,7 +543,8 @@ class StreamsGroup:
         if request.shutdown_application:
             self.shutdown_requested = True
         self.maybe_assign(coordinator, now)
-        self.reconcile(member, _owned(request))
+        delayed = self.group_epoch > self.target_epoch and now < self.assignment_not_before
+        self.reconcile(member, _owned(request), delayed)
         if request.task_offsets is not None:
             member.task_offsets = {(o.subtopology_id, o.partition): o.offset for o in request.task_offsets}
         if request.task_end_offsets is not None:
@@ -557,7 +563,7 @@ class StreamsGroup:
         if self.shutdown_requested:
             status.append((SHUTDOWN_APPLICATION, "A KafkaStreams instance encountered a fatal error and requested "
                                                  "a shutdown for the entire application."))
-        if self.group_epoch > self.target_epoch and now < self.assignment_not_before:
+        if delayed:
             status.append((ASSIGNMENT_DELAYED, "Assignment delayed due to the configured initial rebalance delay."))
         result.status = status
         if member.last_sent is None or member.last_sent != member.assigned:
