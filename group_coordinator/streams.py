@@ -50,6 +50,7 @@ DEFAULTS: dict[str, int] = {
     "group.streams.max.size": 2147483647,
     "group.streams.num.standby.replicas": 0,
     "group.streams.initial.rebalance.delay.ms": 3000,
+    "group.streams.assignment.interval.ms": 1000,
     "group.streams.task.offset.interval.ms": 60000,
     "group.streams.acceptable.recovery.lag": 10000,
 }
@@ -315,6 +316,8 @@ class StreamsGroup:
         self.shutdown_requested = False
         #: no assignment before this (monotonic seconds): group.streams.initial.rebalance.delay.ms
         self.assignment_not_before = 0.0
+        #: when the target assignment was last computed (group.streams.assignment.interval.ms)
+        self.last_assignment: float | None = None
         self.persisted: dict[bytes, bytes] = {}
 
     def is_empty(self) -> bool:
@@ -447,6 +450,8 @@ class StreamsGroup:
         """Recompute the target assignment if the group epoch moved past it."""
         if self.group_epoch <= self.target_epoch or now < self.assignment_not_before:
             return
+        if self.interval_delays(coordinator, now):
+            return
         tasks = self.configured.tasks if self.configured is not None and self.configured.ready() else {}
         stateful = self.topology.stateful() if self.topology is not None else set()
         standby = streams_cfg(coordinator, "group.streams.num.standby.replicas", self.group_id)
@@ -456,10 +461,16 @@ class StreamsGroup:
         result = assign(members, tasks, stateful, standby)
         self.target = {mid: TasksTuple(active, standby_tasks) for mid, (active, standby_tasks) in result.items()}
         self.target_epoch = self.group_epoch
+        self.last_assignment = now
         if any(m.user_endpoint is not None for m in self.members.values()):
             self.endpoint_information_epoch += 1
         log.info("Computed the target assignment of streams group %s for epoch %d", self.group_id,
                  self.target_epoch)
+
+    def interval_delays(self, coordinator: Any, now: float) -> bool:
+        """Kafka computes a streams group's target at most once per assignment interval."""
+        interval = streams_cfg(coordinator, "group.streams.assignment.interval.ms") / 1000
+        return self.last_assignment is not None and now < self.last_assignment + interval
 
     def remove_member(self, member_id: str, reason: str) -> None:
         if self.members.pop(member_id, None) is None:
@@ -565,6 +576,8 @@ class StreamsGroup:
                                                  "a shutdown for the entire application."))
         if delayed:
             status.append((ASSIGNMENT_DELAYED, "Assignment delayed due to the configured initial rebalance delay."))
+        elif self.group_epoch > self.target_epoch and self.interval_delays(coordinator, now):
+            status.append((ASSIGNMENT_DELAYED, "Assignment delayed due to the configured assignment interval."))
         result.status = status
         if member.last_sent is None or member.last_sent != member.assigned:
             result.tasks = member.assigned.copy()

@@ -113,7 +113,7 @@ def test_assignor_balances_actives_and_keeps_standbys_off_the_active_process():
 
 
 def test_tasks_move_only_after_their_owner_revoked_them(tmp_path):
-    broker = FakeBroker(tmp_path, **{"group.streams.initial.rebalance.delay.ms": "0",
+    broker = FakeBroker(tmp_path, **{"group.streams.initial.rebalance.delay.ms": "0", "group.streams.assignment.interval.ms": "0",
                                      "group.streams.num.standby.replicas": "1"})
     broker.metadata.create_topic("in", 2, {})
     seen = {}
@@ -168,7 +168,7 @@ def test_tasks_move_only_after_their_owner_revoked_them(tmp_path):
 
 
 def test_a_consumer_cannot_join_a_streams_group_and_empty_groups_delete(tmp_path):
-    broker = FakeBroker(tmp_path, **{"group.streams.initial.rebalance.delay.ms": "0"})
+    broker = FakeBroker(tmp_path, **{"group.streams.initial.rebalance.delay.ms": "0", "group.streams.assignment.interval.ms": "0"})
     broker.metadata.create_topic("in", 1, {})
 
     async def run(c):
@@ -205,7 +205,7 @@ def test_heartbeat_and_describe_through_the_dispatcher(tmp_path, monkeypatch):
 
     monkeypatch.setattr(streams_groups, "ensure_internal_topic", create_internal_topic_in_place)
     for version in (0, 1):
-        broker = FakeBroker(tmp_path / f"v{version}", **{"group.streams.initial.rebalance.delay.ms": "0"})
+        broker = FakeBroker(tmp_path / f"v{version}", **{"group.streams.initial.rebalance.delay.ms": "0", "group.streams.assignment.interval.ms": "0"})
         broker.metadata.create_topic("in", 2, {})
         async def run(c, broker=broker, version=version, app=APP):
             body = join_kw("a", "pa")
@@ -231,3 +231,29 @@ def test_heartbeat_and_describe_through_the_dispatcher(tmp_path, monkeypatch):
             assert unknown.error_code == E.UNKNOWN_MEMBER_ID
 
         run_with_coordinator(broker, run)
+
+
+def test_first_assignment_waits_for_the_initial_delay_then_the_interval(tmp_path):
+    import trio
+
+    broker = FakeBroker(tmp_path, **{"group.streams.initial.rebalance.delay.ms": "3000"})
+    broker.metadata.create_topic("in", 2, {})
+    for name in (REPARTITION, CHANGELOG):
+        broker.metadata.create_topic(name, 2, {})
+
+    async def run(c):
+        r = heartbeat(c, join("a", "pa"))
+        # Kafka: an empty target at epoch 1 while the delay runs
+        assert (r.member_epoch, r.tasks, r.status) == (1, sg.TasksTuple(), [
+            (sg.ASSIGNMENT_DELAYED, "Assignment delayed due to the configured initial rebalance delay.")])
+        assert c.groups[APP].state_name() == "Assigning"
+        await trio.sleep(3.1)
+        r = heartbeat(c, beat("a", 1, sg.TasksTuple()))
+        assert r.status == [] and sum(len(p) for p in r.tasks.active.values()) == 4
+        joined = heartbeat(c, join("b", "pb"))  # within the assignment interval of the first target
+        assert joined.status == [(sg.ASSIGNMENT_DELAYED, "Assignment delayed due to the configured assignment "
+                                                         "interval.")]
+        await trio.sleep(1.1)
+        assert c.groups[APP].target_epoch == c.groups[APP].group_epoch  # the timer computed it
+
+    run_with_coordinator(broker, run)

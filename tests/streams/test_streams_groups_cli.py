@@ -33,7 +33,7 @@ def _tool(bootstrap: str, *args: str) -> subprocess.CompletedProcess:
 
 
 def test_list_describe_and_delete_a_streams_group():
-    with running_broker(num_partitions=2, configs={"group.streams.initial.rebalance.delay.ms": "0"}) as running:
+    with running_broker(num_partitions=2, configs={"group.streams.initial.rebalance.delay.ms": "0", "group.streams.assignment.interval.ms": "0"}) as running:
         bootstrap = f"{running.host}:{running.port}"
         conn = BrokerConnection(running.host, running.port)
         try:
