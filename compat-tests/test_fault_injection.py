@@ -10,9 +10,11 @@ partition and slow-disk faults directly.
 
 from __future__ import annotations
 
+import re
 import time
 import uuid
 from collections.abc import Callable
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -20,6 +22,8 @@ from confluent_kafka import Consumer, Producer, TopicPartition
 from confluent_kafka.admin import AdminClient, NewTopic
 
 from odradek.testing import RunningCluster, running_cluster
+
+DOCS = Path(__file__).resolve().parents[1] / "docs" / "testing-fixture.md"
 
 # fast failure detection so the test spends seconds, not minutes, per fault
 SETTINGS = {"replica.lag.time.max.ms": "1500", "broker.session.timeout.ms": "2500"}
@@ -220,3 +224,9 @@ def test_in_process_cluster_takes_the_same_faults() -> None:
         finally:
             cluster.slow_disk(2, 0)
         assert acked.errors == [] and acked.acked == _values("i", 0, 10)
+
+
+def test_the_docs_failover_example_runs() -> None:
+    block = re.search(r"<!-- example: faults -->\n```python\n(.*?)```", DOCS.read_text(), re.S)
+    assert block is not None
+    exec(compile(block.group(1), str(DOCS), "exec"), {})  # noqa: S102 - our own docs example
