@@ -17,6 +17,11 @@ interpreter and import everything again (see ``benchmarks/bench_startup.py`` and
 docs/testing-fixture.md). ``in_process=False`` runs the subprocess instead, for tests that
 kill the broker or need it isolated from the test's own threads and logging.
 
+``running_cluster(brokers=N)`` starts a KRaft cluster of N brokers (in-process, or as processes
+with ``in_process=False``); its :class:`RunningCluster` injects faults for failover tests: kill,
+stop, pause, resume and restart a node (processes only), partition two brokers from each other
+and slow a node's disk (both modes; see ``odradek.faults`` and docs/testing-fixture.md).
+
 The pytest plugin (registered as the ``pytest11`` entry point ``odradek``) provides:
 
 * ``odradek_bootstrap`` -- session-scoped: one broker for the whole test session; the value is
