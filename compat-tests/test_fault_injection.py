@@ -72,7 +72,9 @@ class _Acked:
 
     def __init__(self, cluster: RunningCluster) -> None:
         self.producer = Producer({"bootstrap.servers": cluster.bootstrap_servers, "enable.idempotence": True,
-                                  "acks": "all", "linger.ms": 5, "message.timeout.ms": 60000})
+                                  "acks": "all", "linger.ms": 5, "message.timeout.ms": 60000,
+                                  # a request to a paused leader is given up (and retried) after 10 s
+                                  "request.timeout.ms": 10000})
         self.acked: list[bytes] = []
         self.errors: list[Any] = []
 
