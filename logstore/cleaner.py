@@ -960,15 +960,17 @@ class Cleaner:
                     stats.messages_read += res.messages_read
                     stats.messages_written += res.messages_retained
                     if res.output and self.index_per_batch:
-                        # Kafka 4's LogSegment.append indexes batch by batch within one append
+                        # Kafka 4's LogSegment.append: one write of the chunk's batches, then
+                        # the indexes batch by batch (each batch accounted as its own append)
                         self._step("append-cleaned")
-                        out = memoryview(res.output)
+                        cleaned.write_at(cleaned.size, res.output)
                         begin = 0
                         for last, max_ts, end in res.out_batches:
-                            cleaned.append(last, max_ts, last, out[begin:end])
+                            position = cleaned.begin_append(last, max_ts)
+                            cleaned.finish_append(position, end - begin, last, max_ts, last)
                             begin = end
                         stats.bytes_written += len(res.output)
-                        out.release()
+                        self.throttler.maybe_throttle(len(res.output))
                     elif res.output:
                         # Kafka 3.x: one append (and at most one index entry) per chunk
                         self._step("append-cleaned")
