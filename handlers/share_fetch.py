@@ -26,6 +26,7 @@ ShareAcknowledgeResponse = response_class(SHARE_ACKNOWLEDGE_KEY)
 #: Kafka's fetch.max.bytes broker default caps a request's MaxBytes
 BROKER_FETCH_MAX_BYTES = 55 * 1024 * 1024
 DEFAULT_MAX_RECORDS = 500
+RECORD_LIMIT = 1  # ShareAcquireMode: at most MaxRecords records, even mid-batch
 
 
 def share_coordinator(broker) -> ShareCoordinator:
@@ -108,6 +109,9 @@ async def handle_share_fetch(ctx: RequestContext, header, request) -> object:
     else:
         keys = list(session.partitions)
         max_records = request.max_records if request.max_records > 0 else DEFAULT_MAX_RECORDS
+        # ShareAcquireMode (v2): 1 = record_limit, at most max_records records even mid-batch;
+        # 0 = batch_optimized, whole batches
+        record_limit = getattr(request, "share_acquire_mode", 0) == RECORD_LIMIT
         max_bytes = min(request.max_bytes, BROKER_FETCH_MAX_BYTES) if request.max_bytes > 0 else BROKER_FETCH_MAX_BYTES
         deadline = trio.current_time() + max(request.max_wait_ms, 0) / 1000
         while True:
@@ -117,7 +121,8 @@ async def handle_share_fetch(ctx: RequestContext, header, request) -> object:
             for tid, index in keys:
                 if records_left <= 0 or bytes_left <= 0:
                     break
-                got = manager.acquire(group_id, member_id, tid, index, records_left, bytes_left, now)
+                got = manager.acquire(group_id, member_id, tid, index, records_left, bytes_left, now,
+                                      record_limit=record_limit)
                 results[(tid, index)] = got
                 if isinstance(got, Acquired):
                     records_left -= got.count

@@ -47,6 +47,9 @@ class ShareCoordinator:
     def __init__(self, broker: Broker | None) -> None:
         self.broker = broker
         self.states: dict[Key, rec.ShareState] = {}
+        #: the highest leader and state epochs the records of a key carried (Kafka's fencing maps)
+        self.leader_epochs: dict[Key, int] = {}
+        self.state_epochs: dict[Key, int] = {}
         self.loaded = broker is None
 
     async def shutdown(self) -> None:
@@ -77,14 +80,15 @@ class ShareCoordinator:
         }
 
     def load(self) -> None:
-        """Read every state partition (snapshots replace, updates merge); blocking file reads."""
+        """Read every state partition, replaying its records as Kafka's share coordinator shard
+        replays them; blocking file reads."""
         from ..group_coordinator.coordinator import _read_entries  # noqa: PLC0415 - shared reader
 
         broker = self.broker
         if broker is None or broker.metadata is None or broker.metadata.get(rec.SHARE_STATE_TOPIC) is None:
             self.loaded = True
             return
-        states: dict[Key, rec.ShareState] = {}
+        self.states, self.leader_epochs, self.state_epochs = {}, {}, {}
         for partition in range(self.num_partitions()):
             plog = broker.partition_log(rec.SHARE_STATE_TOPIC, partition)
             if plog is None:
@@ -99,28 +103,20 @@ class ShareCoordinator:
                     continue
                 ident = (k.group_id, k.topic_id, k.partition)
                 if v is None:
-                    states.pop(ident, None)
+                    self._forget(ident)
                     continue
                 batches = [(b.first_offset, b.last_offset, b.delivery_state, b.delivery_count)
                            for b in v.state_batches]
                 if key_version == rec.SNAPSHOT_KEY_VERSION:
-                    states[ident] = rec.ShareState(
+                    self._replay_snapshot(ident, rec.ShareState(
                         snapshot_epoch=v.snapshot_epoch, state_epoch=v.state_epoch, leader_epoch=v.leader_epoch,
                         start_offset=v.start_offset, delivery_complete_count=v.delivery_complete_count,
-                        create_timestamp=v.create_timestamp, write_timestamp=v.write_timestamp, batches=batches)
+                        create_timestamp=v.create_timestamp, write_timestamp=v.write_timestamp, batches=batches))
                 else:
-                    state = states.get(ident)
-                    if state is None or state.snapshot_epoch != v.snapshot_epoch:
-                        continue
-                    state.leader_epoch = v.leader_epoch
-                    if v.start_offset >= 0:
-                        state.start_offset = v.start_offset
-                    state.delivery_complete_count = v.delivery_complete_count
-                    state.batches = rec.merge(state.batches, batches, state.start_offset)
-                    state.updates_since_snapshot += 1
-        self.states = states
+                    self._replay_update(ident, v.snapshot_epoch, v.leader_epoch, v.start_offset,
+                                        v.delivery_complete_count, batches)
         self.loaded = True
-        log.info("Loaded the state of %d share-partitions from %s", len(states), rec.SHARE_STATE_TOPIC)
+        log.info("Loaded the state of %d share-partitions from %s", len(self.states), rec.SHARE_STATE_TOPIC)
 
     def _append(self, ident: Key, records: list[tuple[bytes, bytes | None]]) -> None:
         broker = self.broker
@@ -137,6 +133,83 @@ class ShareCoordinator:
             raise ShareStateError(ErrorCode.UNKNOWN_SERVER_ERROR, str(exc)) from exc
         broker.notify_appended()
 
+    # ---------------------------------------------------------------- replay (Kafka's ShareCoordinatorShard)
+
+    def _forget(self, ident: Key) -> None:
+        for table in (self.states, self.leader_epochs, self.state_epochs):
+            table.pop(ident, None)
+
+    def _note_epochs(self, ident: Key, leader_epoch: int, state_epoch: int | None) -> None:
+        # the highest epochs any record carried: later requests with lower ones are fenced
+        self.leader_epochs[ident] = max(self.leader_epochs.get(ident, leader_epoch), leader_epoch)
+        if state_epoch is not None:
+            self.state_epochs[ident] = max(self.state_epochs.get(ident, state_epoch), state_epoch)
+
+    def _replay_snapshot(self, ident: Key, state: rec.ShareState) -> None:
+        old = self.states.get(ident)
+        count = old.updates_since_snapshot if old is not None else 0
+        self._note_epochs(ident, state.leader_epoch, state.state_epoch)
+        # Kafka restarts the count only when this snapshot was due: an initializing snapshot
+        # (InitializeShareGroupState, AlterShareGroupOffsets) keeps it
+        state.updates_since_snapshot = 0 if count >= self.cfg(
+            "share.coordinator.snapshot.update.records.per.snapshot") else count
+        self.states[ident] = state
+
+    def _replay_update(self, ident: Key, snapshot_epoch: int, leader_epoch: int, start_offset: int,
+                       delivery_complete_count: int, batches: list[tuple[int, int, int, int]]) -> None:
+        self._note_epochs(ident, leader_epoch, None)
+        old = self.states.get(ident)
+        if old is None:
+            state = rec.ShareState(snapshot_epoch=snapshot_epoch, leader_epoch=leader_epoch, start_offset=start_offset,
+                                   delivery_complete_count=delivery_complete_count, batches=list(batches))
+        else:
+            start = old.start_offset if start_offset == -1 else start_offset
+            state = rec.ShareState(
+                snapshot_epoch=old.snapshot_epoch, state_epoch=old.state_epoch,
+                leader_epoch=old.leader_epoch if leader_epoch == -1 else leader_epoch, start_offset=start,
+                delivery_complete_count=delivery_complete_count, create_timestamp=old.create_timestamp,
+                write_timestamp=old.write_timestamp, batches=rec.combine(old.batches, batches, start),
+                updates_since_snapshot=old.updates_since_snapshot)
+        state.updates_since_snapshot += 1
+        self.states[ident] = state
+
+    def _write_record(self, ident: Key, old: rec.ShareState, leader_epoch: int, start_offset: int,
+                      delivery_complete_count: int, batches: list[tuple[int, int, int, int]]) -> None:
+        """The record a write (or a read that moves the leader epoch) appends, as Kafka's
+        generateShareStateRecord makes it: a ShareSnapshot once
+        ``share.coordinator.snapshot.update.records.per.snapshot`` updates followed the last one,
+        else a ShareUpdate of the request's batches."""
+        group_id, topic_id, partition = ident
+        now = _now_ms()
+        start = max(start_offset, old.start_offset)
+        if start_offset == old.start_offset:
+            count = max(delivery_complete_count, old.delivery_complete_count)
+        elif start_offset < old.start_offset:
+            count = old.delivery_complete_count
+        else:
+            count = delivery_complete_count
+        if old.updates_since_snapshot >= self.cfg("share.coordinator.snapshot.update.records.per.snapshot"):
+            state = rec.ShareState(snapshot_epoch=old.snapshot_epoch + 1, state_epoch=old.state_epoch,
+                                   leader_epoch=leader_epoch, start_offset=start, delivery_complete_count=count,
+                                   create_timestamp=now, write_timestamp=now,
+                                   batches=rec.combine(old.batches, batches, start))
+            self._append(ident, [rec.snapshot_record(group_id, topic_id, partition, state)])
+            self._replay_snapshot(ident, state)
+            return
+        update = rec.combine([], batches, start)
+        head = rec.ShareState(snapshot_epoch=old.snapshot_epoch, leader_epoch=leader_epoch, start_offset=start,
+                              delivery_complete_count=count)
+        self._append(ident, [rec.update_record(group_id, topic_id, partition, head, update)])
+        self._replay_update(ident, old.snapshot_epoch, leader_epoch, start, count, update)
+
+    def _check_topic(self, topic_id: Any, partition: int) -> None:
+        meta = getattr(self.broker, "metadata", None)
+        if meta is None:
+            return
+        topic = meta.by_id(topic_id)
+        if topic is None or partition >= topic.partitions:
+            raise ShareStateError(ErrorCode.UNKNOWN_TOPIC_OR_PARTITION)
+
     # ---------------------------------------------------------------- the RPCs' operations
 
     def initialize(self, group_id: str, topic_id: Any, partition: int, state_epoch: int, start_offset: int) -> None:
@@ -151,49 +224,40 @@ class ShareCoordinator:
                                leader_epoch=0, start_offset=start_offset, delivery_complete_count=-1,
                                create_timestamp=now, write_timestamp=now, batches=[])
         self._append(ident, [rec.snapshot_record(group_id, topic_id, partition, state)])
-        self.states[ident] = state
+        self._replay_snapshot(ident, state)
 
     def read(self, group_id: str, topic_id: Any, partition: int, leader_epoch: int = -1) -> rec.ShareState | None:
-        """ReadShareGroupState (None: never initialized)."""
-        state = self.states.get((group_id, topic_id, partition))
-        if state is not None and leader_epoch >= 0:
-            if leader_epoch < state.leader_epoch:
-                raise ShareStateError(ErrorCode.FENCED_LEADER_EPOCH)
-            state.leader_epoch = leader_epoch
+        """ReadShareGroupState (None: never initialized). A partition leader reading with a
+        leader epoch other than the one last recorded has it written (an update with no batches),
+        as Kafka's readStateAndMaybeUpdateLeaderEpoch does; an older one is fenced."""
+        ident = (group_id, topic_id, partition)
+        state = self.states.get(ident)
+        if state is None or leader_epoch < 0:
+            return state
+        known = self.leader_epochs.get(ident)
+        if known is not None and known > leader_epoch:
+            raise ShareStateError(ErrorCode.FENCED_LEADER_EPOCH)
+        if known != leader_epoch:
+            self._write_record(ident, state, leader_epoch, state.start_offset, state.delivery_complete_count, [])
         return state
 
     def write(self, group_id: str, topic_id: Any, partition: int, state_epoch: int, leader_epoch: int,
               start_offset: int, batches: list[tuple[int, int, int, int]], delivery_complete_count: int = -1) -> None:
-        """WriteShareGroupState: an update record, or a new snapshot every N updates."""
+        """WriteShareGroupState, checked as Kafka 4.4 checks it: an update record, or a snapshot
+        once enough updates followed the last one. The record keeps the leader epoch last
+        recorded (reads move it)."""
         ident = (group_id, topic_id, partition)
+        if topic_id is None or partition < 0 or leader_epoch < 0 or state_epoch < 0:
+            raise ShareStateError(ErrorCode.INVALID_REQUEST)
         old = self.states.get(ident)
-        if old is not None:
-            if state_epoch < old.state_epoch:
-                raise ShareStateError(ErrorCode.FENCED_STATE_EPOCH)
-            if leader_epoch >= 0 and leader_epoch < old.leader_epoch:
-                raise ShareStateError(ErrorCode.FENCED_LEADER_EPOCH)
-        now = _now_ms()
-        if old is None or old.updates_since_snapshot + 1 >= self.cfg(
-                "share.coordinator.snapshot.update.records.per.snapshot"):
-            start = start_offset if start_offset >= 0 else (old.start_offset if old else -1)
-            state = rec.ShareState(
-                snapshot_epoch=0 if old is None else old.snapshot_epoch + 1,
-                state_epoch=state_epoch, leader_epoch=leader_epoch if leader_epoch >= 0 else -1,
-                start_offset=start, delivery_complete_count=delivery_complete_count,
-                create_timestamp=now if old is None else old.create_timestamp, write_timestamp=now,
-                batches=rec.merge(old.batches if old else [], batches, start))
-            self._append(ident, [rec.snapshot_record(group_id, topic_id, partition, state)])
-            self.states[ident] = state
-            return
-        state = rec.ShareState(**{**old.__dict__})
-        state.leader_epoch = max(leader_epoch, old.leader_epoch)
-        if start_offset >= 0:
-            state.start_offset = start_offset
-        state.delivery_complete_count = delivery_complete_count
-        state.batches = rec.merge(old.batches, batches, state.start_offset)
-        state.updates_since_snapshot += 1
-        self._append(ident, [rec.update_record(group_id, topic_id, partition, state, batches)])
-        self.states[ident] = state
+        if old is None:
+            raise ShareStateError(ErrorCode.INVALID_REQUEST, "Write on uninitialized share partition.")
+        if self.leader_epochs.get(ident, leader_epoch) > leader_epoch:
+            raise ShareStateError(ErrorCode.FENCED_LEADER_EPOCH)
+        if self.state_epochs.get(ident, state_epoch) > state_epoch:
+            raise ShareStateError(ErrorCode.FENCED_STATE_EPOCH)
+        self._check_topic(topic_id, partition)
+        self._write_record(ident, old, old.leader_epoch, start_offset, delivery_complete_count, batches)
 
     def delete(self, group_id: str, topic_id: Any, partition: int) -> None:
         """DeleteShareGroupState: tombstones for the key's snapshot and update records."""
@@ -203,7 +267,7 @@ class ShareCoordinator:
         snapshot_key = rec.snapshot_record(group_id, topic_id, partition, rec.ShareState())[0]
         update_key = rec.update_record(group_id, topic_id, partition, rec.ShareState(), [])[0]
         self._append(ident, [(snapshot_key, None), (update_key, None)])
-        del self.states[ident]
+        self._forget(ident)
 
     def keys_of_group(self, group_id: str) -> list[Key]:
         return [k for k in self.states if k[0] == group_id]

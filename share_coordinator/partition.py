@@ -155,22 +155,25 @@ class SharePartition:
             self._available.add(offset)
 
     def expire_locks(self, now: float, limit: int) -> bool:
-        """Locks past their deadline go back (or to ARCHIVED at the delivery limit); True if any did
-        (then persist and :meth:`advance`)."""
+        """The locks of one acquisition (they share a deadline) that ran out go back (or to
+        ARCHIVED at the delivery limit); True if any did (then persist, :meth:`advance` and call
+        again): Kafka writes each acquisition's lock timeout on its own."""
         if now < self.next_deadline:
             return False
-        changed = False
+        due = min((e.deadline for e in self.window.values() if e.state == ACQUIRED), default=float("inf"))
+        if due > now:
+            self.next_deadline = due
+            return False
         upcoming = float("inf")
         for offset, entry in self.window.items():
             if entry.state != ACQUIRED:
                 continue
-            if entry.deadline <= now:
+            if entry.deadline == due:
                 self._give_back(offset, entry, limit)
-                changed = True
             else:
                 upcoming = min(upcoming, entry.deadline)
         self.next_deadline = upcoming
-        return changed
+        return True
 
     def release_member(self, member: str, limit: int) -> bool:
         """Everything the member holds goes back (it left or closed its share session)."""
@@ -183,13 +186,15 @@ class SharePartition:
 
     def acquire(self, member: str, max_records: int, now: float, lock_s: float, max_locks: int,
                 high_watermark: int, read: Callable[[int], bytes],
-                aborted: list[tuple[int, int]] | None = None) -> Acquired:
+                aborted: list[tuple[int, int]] | None = None, record_limit: bool = False) -> Acquired:
         """Acquire for `member` up to about `max_records` records (whole batches): first offsets
         of the window that are available again, then new ones from the log up to the high
         watermark, as long as at most `max_locks` records are locked at once. `read(offset)` gives the
         log's batches from the one holding `offset`. With `aborted` (producer id, first offset of
         an aborted transaction: share.isolation.level=read_committed, `high_watermark` then the
-        last stable offset) the records of aborted transactions are archived, never delivered."""
+        last stable offset) the records of aborted transactions are archived, never delivered.
+        With `record_limit` (ShareAcquireMode record_limit) exactly up to `max_records` records are
+        acquired, stopping inside a batch if need be."""
         fetch_from = min(self._available, default=self.end_offset)
         locked = self.locked()
         if locked >= max_locks or fetch_from >= high_watermark:
@@ -198,6 +203,7 @@ class SharePartition:
             return Acquired()
         buf = read(fetch_from)
         acquired: list[int] = []
+        batch_of: dict[int, int] = {}  # acquired offset -> base offset of its batch
         first_pos = last_end = -1
         deadline = now + lock_s
         full = False
@@ -219,6 +225,9 @@ class SharePartition:
             control = control or in_abort
             took = False
             for offset in range(max(base, fetch_from), min(last, high_watermark - 1) + 1):
+                if record_limit and len(acquired) >= max_records:
+                    full = True
+                    break
                 entry = self.window.get(offset)
                 if entry is None:
                     if offset < self.end_offset:
@@ -232,8 +241,9 @@ class SharePartition:
                     continue
                 if control:
                     self._available.discard(offset)
-                    entry.state = ARCHIVED  # transaction markers and aborted records are never delivered
-                    self.dirty.add(offset)
+                    # transaction markers and aborted records are never delivered; as in Kafka this
+                    # is not written (a restart archives them again)
+                    entry.state = ARCHIVED
                     continue
                 if locked >= max_locks:
                     full = True
@@ -246,6 +256,7 @@ class SharePartition:
                 entry.member = member
                 entry.deadline = deadline
                 acquired.append(offset)
+                batch_of[offset] = base
                 took = True
             if took:
                 if first_pos < 0:
@@ -259,7 +270,9 @@ class SharePartition:
         ranges: list[list[int]] = []
         for offset in acquired:
             count = self.window[offset].count
-            if ranges and ranges[-1][1] == offset - 1 and ranges[-1][2] == count:
+            # one AcquiredRecords per batch, as Kafka answers (its in-flight batches follow the log's)
+            if ranges and ranges[-1][1] == offset - 1 and ranges[-1][2] == count \
+                    and batch_of[offset] == batch_of[offset - 1]:
                 ranges[-1][1] = offset
             else:
                 ranges.append([offset, offset, count])

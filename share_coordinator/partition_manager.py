@@ -133,20 +133,22 @@ class SharePartitionManager:
             return self.broker.partition_error(topic.name, index)
         if not self.coordinator.loaded:
             self.coordinator.load()
-        state = self.coordinator.read(group_id, topic_id, index)
-        if state is None or state.start_offset < 0:
+        try:
+            if self.coordinator.read(group_id, topic_id, index) is None:
+                # the group coordinator initializes a partition's state when it first assigns it;
+                # a fetch that comes first (its member's assignment predates a deletion) does it here
+                self.coordinator.initialize(group_id, topic_id, index, 0, -1)
+            # the leader reads with its leader epoch: a new one is written (Kafka's
+            # readStateAndMaybeUpdateLeaderEpoch), an older one is fenced
+            state = self.coordinator.read(group_id, topic_id, index, max(plog.leader_epoch, 0))
+        except ShareStateError as exc:
+            return exc.code
+        assert state is not None
+        if state.start_offset < 0:
+            # as Kafka 4.4: the start offset share.auto.offset.reset gives is written with the
+            # first acknowledgement, not now (a restart before that resolves it again)
             start = reset_offset(plog, str(self.setting(group_id, "share.auto.offset.reset")))
-            state_epoch = state.state_epoch if state is not None else 0
-            # Kafka writes the start offset only with the first acknowledgement; a restart before
-            # that would resolve share.auto.offset.reset again (latest: past records produced
-            # meanwhile), so it is written now
-            try:
-                if state is None:
-                    self.coordinator.initialize(group_id, topic_id, index, state_epoch, -1)
-                self.coordinator.write(group_id, topic_id, index, state_epoch, plog.leader_epoch, start, [])
-            except ShareStateError as exc:
-                return exc.code
-            sp = SharePartition(group_id, topic.name, index, topic_id, start, state_epoch)
+            sp = SharePartition(group_id, topic.name, index, topic_id, start, state.state_epoch)
         else:
             # the log may have lost records before the state's start (retention, DeleteRecords)
             start = max(state.start_offset, plog.log_start_offset)
@@ -174,7 +176,7 @@ class SharePartitionManager:
             return sp
         limit = self.setting(group_id, "group.share.delivery.count.limit")
         lock_s = self.setting(group_id, "group.share.record.lock.duration.ms") / 1000
-        if sp.expire_locks(now, limit):
+        while sp.expire_locks(now, limit):
             self.persist(sp)
             sp.advance()
         for first, last, types in batches:
@@ -196,7 +198,7 @@ class SharePartitionManager:
         return ErrorCode.NONE
 
     def acquire(self, group_id: str, member_id: str, topic_id: Any, index: int, max_records: int, max_bytes: int,
-                now: float) -> Acquired | ErrorCode:
+                now: float, record_limit: bool = False) -> Acquired | ErrorCode:
         """Acquire records of one partition for a member."""
         sp = self.partition(group_id, topic_id, index)
         if isinstance(sp, ErrorCode):
@@ -205,7 +207,7 @@ class SharePartitionManager:
         if plog is None:
             return self.broker.partition_error(sp.topic, sp.partition)
         limit = self.setting(group_id, "group.share.delivery.count.limit")
-        if sp.expire_locks(now, limit):
+        while sp.expire_locks(now, limit):
             self.persist(sp)
             sp.advance()
         hw = plog.high_watermark
@@ -218,12 +220,11 @@ class SharePartitionManager:
             sp.reset_start(plog.log_start_offset)
         lock_s = self.setting(group_id, "group.share.record.lock.duration.ms") / 1000
         max_locks = self.setting(group_id, "group.share.partition.max.record.locks")
-        before = sp.start_offset
-        got = sp.acquire(member_id, max_records, now, lock_s, max_locks, hw,
-                         lambda offset: read_batches(plog, offset, min(max_bytes, READ_CHUNK), hw), aborted)
-        if sp.start_offset != before:
-            self.persist(sp)  # transaction markers archived at the start of the window
-        return got
+        # nothing is written for an acquisition (Kafka neither): transaction markers archived
+        # here reach the state with the next write
+        return sp.acquire(member_id, max_records, now, lock_s, max_locks, hw,
+                          lambda offset: read_batches(plog, offset, min(max_bytes, READ_CHUNK), hw), aborted,
+                          record_limit)
 
     def next_deadline(self, keys: list[tuple[str, Any, int]]) -> float:
         """The earliest lock deadline among these share-partitions (when a wait must end)."""

@@ -99,38 +99,47 @@ def decode(key: bytes, value: bytes | None) -> tuple[int, Any, Any]:
     return key_version, k, v
 
 
-def merge(old: list[tuple[int, int, int, int]], new: list[tuple[int, int, int, int]],
-          start_offset: int) -> list[tuple[int, int, int, int]]:
-    """State batches after an update: `new` wins where it overlaps `old`; nothing before the start
-    offset; adjacent batches with the same state and count joined. Works on ranges, not offsets:
-    a window can hold many thousands of offsets."""
-    covered = sorted((f, la) for f, la, _, _ in new)
-    kept: list[tuple[int, int, int, int]] = []
-    for first, last, state, count in sorted(old):
-        pieces = [(first, last)]
-        for cf, cl in covered:
-            if cl < first or cf > last:
-                continue
-            nxt = []
-            for pf, pl in pieces:
-                if cl < pf or cf > pl:
-                    nxt.append((pf, pl))
-                    continue
-                if pf < cf:
-                    nxt.append((pf, cf - 1))
-                if cl < pl:
-                    nxt.append((cl + 1, pl))
-            pieces = nxt
-        kept.extend((pf, pl, state, count) for pf, pl in pieces)
-    out: list[list[int]] = []
-    for first, last, state, count in sorted([*kept, *new]):
-        first = max(first, start_offset)
-        if last < first:
+def combine(so_far: list[tuple[int, int, int, int]], new: list[tuple[int, int, int, int]],
+            start_offset: int) -> list[tuple[int, int, int, int]]:
+    """State batches combined as Kafka 4.4's share coordinator combines them
+    (PersisterStateBatchCombiner): batches ending before `start_offset` dropped and the rest
+    clipped to it (unless it is -1); then, unless one batch or none is left, a sweep over the
+    ranges where the highest delivery count, then the highest state, wins an overlap, adjacent
+    runs of the same state and count joined. Works on ranges, not offsets."""
+    pruned: list[tuple[int, int, int, int]] = []
+    for first, last, state, count in [*so_far, *new]:
+        if start_offset != -1 and last < start_offset:
             continue
-        if out and out[-1][1] == first - 1 and out[-1][2] == state and out[-1][3] == count:
-            out[-1][1] = last
-        else:
-            out.append([first, last, state, count])
+        pruned.append((start_offset if start_offset != -1 and first < start_offset else first, last, state, count))
+    if len(pruned) <= 1:
+        return pruned
+    # (offset, begins?, priority): ends sort before begins at the same offset
+    events = sorted([(f, True, (c, s)) for f, _, s, c in pruned] + [(la + 1, False, (c, s)) for _, la, s, c in pruned],
+                    key=lambda e: (e[0], e[1]))
+    active: dict[tuple[int, int], int] = {}
+    out: list[list[int]] = []
+    current: tuple[int, int] | None = None
+    previous = -1
+    i = 0
+    while i < len(events):
+        offset = events[i][0]
+        if current is not None and offset > previous:
+            count, state = current
+            if out and out[-1][1] + 1 == previous and out[-1][2] == state and out[-1][3] == count:
+                out[-1][1] = offset - 1
+            else:
+                out.append([previous, offset - 1, state, count])
+        while i < len(events) and events[i][0] == offset:
+            _, begins, priority = events[i]
+            if begins:
+                active[priority] = active.get(priority, 0) + 1
+            elif active[priority] == 1:
+                del active[priority]
+            else:
+                active[priority] -= 1
+            i += 1
+        current = max(active) if active else None
+        previous = offset
     return [tuple(b) for b in out]  # type: ignore[misc]
 
 

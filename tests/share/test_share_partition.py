@@ -38,10 +38,10 @@ def _reader(data: bytes):
 
 
 def _acquire(sp: SharePartition, member: str, data: bytes, hw: int, max_records: int = 500, now: float = 0.0,
-             max_locks: int = 2000):
+             max_locks: int = 2000, record_limit: bool = False):
     # the kept count of locked records and set of available ones agree with the window
     _consistent(sp)
-    got = sp.acquire(member, max_records, now, 30.0, max_locks, hw, _reader(data))
+    got = sp.acquire(member, max_records, now, 30.0, max_locks, hw, _reader(data), record_limit=record_limit)
     _consistent(sp)
     return got
 
@@ -55,8 +55,8 @@ def test_acquires_whole_batches_up_to_max_records_and_returns_their_bytes():
     data = _log([3, 3, 3])
     sp = SharePartition("g", "t", 0, None, 0)
     got = _acquire(sp, "a", data, 9, max_records=4)
-    # batches are acquired whole: 4 wanted -> the first two batches
-    assert got.ranges == [(0, 5, 1)]
+    # batches are acquired whole: 4 wanted -> the first two batches, one range each (as Kafka answers)
+    assert got.ranges == [(0, 2, 1), (3, 5, 1)]
     assert [b.header().base_offset for b in iter_batches(got.data)] == [0, 3]
     # another member gets the rest
     assert _acquire(sp, "b", data, 9).ranges == [(6, 8, 1)]
@@ -123,14 +123,25 @@ def test_renew_extends_the_lock_and_gap_archives():
     assert sp.check_acknowledge("a", 0, 0, [ACCEPT]) == ErrorCode.INVALID_RECORD_STATE
 
 
+def test_record_limit_mode_stops_inside_a_batch_and_leaves_the_rest_available():
+    data = _log([10, 5])
+    sp = SharePartition("g", "t", 0, None, 0)
+    assert _acquire(sp, "a", data, 15, max_records=4, record_limit=True).ranges == [(0, 3, 1)]
+    assert _acquire(sp, "b", data, 15, max_records=4, record_limit=True).ranges == [(4, 7, 1)]
+    # across a batch boundary: one range per batch
+    assert _acquire(sp, "b", data, 15, max_records=4, record_limit=True).ranges == [(8, 9, 1), (10, 11, 1)]
+    sp.acknowledge("a", 0, 3, [RELEASE], 0.0, 30.0, 5)
+    assert _acquire(sp, "a", data, 15, max_records=10, record_limit=True).ranges == [(0, 3, 2), (12, 14, 1)]
+
+
 def test_max_record_locks_bounds_the_locked_records_not_the_window():
     data = _log([1] * 10)
     sp = SharePartition("g", "t", 0, None, 0)
-    assert _acquire(sp, "a", data, 10, max_locks=4).ranges == [(0, 3, 1)]
+    assert _acquire(sp, "a", data, 10, max_locks=4).ranges == [(o, o, 1) for o in range(4)]
     assert _acquire(sp, "b", data, 10, max_locks=4).ranges == []
     sp.acknowledge("a", 1, 3, [ACCEPT], 0.0, 30.0, 5)  # offset 0 stays locked: the start stays at 0
     sp.advance()
-    assert _acquire(sp, "b", data, 10, max_locks=4).ranges == [(4, 6, 1)]
+    assert _acquire(sp, "b", data, 10, max_locks=4).ranges == [(o, o, 1) for o in range(4, 7)]
     assert sp.start_offset == 0 and sp.in_flight() == 7 and sp.locked() == 4
 
 

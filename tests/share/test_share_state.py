@@ -31,27 +31,51 @@ def test_snapshot_and_update_records_round_trip():
     assert key[:2] == b"\x00\x01" and value[:2] == b"\x00\x00"
 
 
-def test_merge_and_coordinator_key():
-    assert rec.merge([(0, 9, 0, 1)], [(3, 4, 2, 1)], 2) == [(2, 2, 0, 1), (3, 4, 2, 1), (5, 9, 0, 1)]
+def test_combine_and_coordinator_key():
+    assert rec.combine([(0, 9, 0, 1)], [(3, 4, 2, 1)], 2) == [(2, 2, 0, 1), (3, 4, 2, 1), (5, 9, 0, 1)]
     assert rec.coordinator_key("g", TID, 3) == f"g:{TID.to_base64()}:3"
     assert 0 <= rec.partition_for(rec.coordinator_key("g", TID, 3), 50) < 50
 
 
-def test_coordinator_writes_snapshot_every_n_updates_in_memory():
+def test_coordinator_writes_as_kafka_44s_share_coordinator_in_memory():
     c = ShareCoordinator(None)
     c.initialize("g", TID, 0, 0, -1)
+    assert c.read("g", TID, 0, 0).leader_epoch == 0  # the initializing snapshot's epoch: nothing written
     c.write("g", TID, 0, 0, 0, 5, [(5, 6, 0, 1)])
     c.write("g", TID, 0, 0, 0, 6, [(6, 6, 2, 1)])
     state = c.read("g", TID, 0)
-    assert state.start_offset == 6 and state.batches == [(6, 6, 2, 1)]
-    c.write("g", TID, 0, 0, -1, 7, [])  # no leader epoch given: the known one stays
-    assert c.read("g", TID, 0).leader_epoch == 0
+    assert state.start_offset == 6 and state.batches == [(6, 6, 2, 1)] and state.updates_since_snapshot == 2
+    c.write("g", TID, 0, 0, 0, 4, [])  # an older start offset does not move it back
+    assert c.read("g", TID, 0).start_offset == 6
+    c.read("g", TID, 0, 3)  # a new leader epoch is recorded by the read
+    assert c.read("g", TID, 0).leader_epoch == 3
+    for bad, code in (((-1, 3), ErrorCode.INVALID_REQUEST), ((0, -1), ErrorCode.INVALID_REQUEST),
+                      ((0, 2), ErrorCode.FENCED_LEADER_EPOCH)):
+        try:
+            c.write("g", TID, 0, bad[0], bad[1], 7, [])
+        except Exception as exc:
+            assert exc.code == code, (bad, exc.code)
+        else:
+            raise AssertionError(f"{bad} was accepted")
     try:
-        c.write("g", TID, 0, -1, 0, 7, [])
+        c.write("g", TID, 1, 0, 0, 7, [])
     except Exception as exc:
-        assert exc.code == ErrorCode.FENCED_STATE_EPOCH
+        assert exc.code == ErrorCode.INVALID_REQUEST  # never initialized
     else:
-        raise AssertionError("an older state epoch was accepted")
+        raise AssertionError("a write to an uninitialized share-partition was accepted")
+
+
+def test_a_snapshot_follows_every_n_updates():
+    c = ShareCoordinator(None)
+    c.cfg = lambda key: 3 if key.endswith("per.snapshot") else 50  # type: ignore[method-assign]
+    c.initialize("g", TID, 0, 0, -1)
+    epochs = []
+    for i in range(8):
+        c.write("g", TID, 0, 0, 0, i, [(i, i, 2, 1)])
+        state = c.read("g", TID, 0)
+        epochs.append((state.snapshot_epoch, state.updates_since_snapshot))
+    # three updates after each snapshot, then a snapshot (Kafka's snapshotUpdateCount >= N)
+    assert epochs == [(0, 1), (0, 2), (0, 3), (1, 0), (1, 1), (1, 2), (1, 3), (2, 0)]
 
 
 class _Coord:
@@ -119,17 +143,19 @@ def test_share_group_records_round_trip():
     assert [int.from_bytes(k[:2], "big") for k in desired] == [10, 11, 13, 12, 14, 15]
 
 
-def test_merge_on_ranges_equals_merging_offset_by_offset():
+def test_combine_on_ranges_equals_combining_offset_by_offset():
+    """Kafka's PersisterStateBatchCombiner: where batches overlap the highest delivery count
+    wins, then the highest state; nothing before the start offset."""
     import random
 
     def by_offset(old, new, start):
-        per = {}
+        per: dict[int, tuple[int, int]] = {}
         for f, la, s, c in [*old, *new]:
             for o in range(max(f, start), la + 1):
-                per[o] = (s, c)
+                per[o] = max(per.get(o, (c, s)), (c, s))
         out: list[list[int]] = []
         for o in sorted(per):
-            s, c = per[o]
+            c, s = per[o]
             if out and out[-1][1] == o - 1 and out[-1][2] == s and out[-1][3] == c:
                 out[-1][1] = o
             else:
@@ -148,6 +174,8 @@ def test_merge_on_ranges_equals_merging_offset_by_offset():
     rng = random.Random(26)
     for _ in range(2000):
         old, new, start = batches(rng), batches(rng), rng.randint(0, 10)
-        assert rec.merge(old, new, start) == by_offset(old, new, start), (old, new, start)
+        if len(old) + len(new) < 2:
+            continue  # one batch is returned as it is (only clipped)
+        assert rec.combine(old, new, start) == by_offset(old, new, start), (old, new, start)
     # a large window costs ranges, not offsets
-    assert rec.merge([(0, 10**9, 2, 1)], [(5, 5, 0, 2)], 0) == [(0, 4, 2, 1), (5, 5, 0, 2), (6, 10**9, 2, 1)]
+    assert rec.combine([(0, 10**9, 2, 1)], [(5, 5, 0, 2)], 0) == [(0, 4, 2, 1), (5, 5, 0, 2), (6, 10**9, 2, 1)]
