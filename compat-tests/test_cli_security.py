@@ -182,11 +182,11 @@ def test_console_roundtrip_over_sasl_ssl_scram(sasl_ssl: str, pki: Pki, tmp_path
         f.write("group.id=cli-secure-group\n")
     lines = "".join(f"k{i}:v{i}\n" for i in range(10))
     code, _, err = run_cli(capsys, "console-producer", *b, "--producer.config", producer, "--topic", "secure-cli",
-                           "--property", "parse.key=true", "--property", "key.separator=:", stdin=lines)
+                           "--reader-property", "parse.key=true", "--reader-property", "key.separator=:", stdin=lines)
     assert code == 0, err
     code, out, err = run_cli(capsys, "console-consumer", *b, "--consumer.config", consumer, "--topic", "secure-cli",
                              "--from-beginning", "--max-messages", "10", "--timeout-ms", "20000",
-                             "--property", "print.key=true")
+                             "--formatter-property", "print.key=true")
     assert code == 0, err
     assert sorted(out.splitlines()) == sorted(f"k{i}\tv{i}" for i in range(10))
     assert "Processed a total of 10 messages" in err

@@ -85,8 +85,8 @@ def test_console_producer_consumer_and_get_offsets(any_broker, capsys, monkeypat
     assert run_cli(capsys, "topics", *b, "--create", "--topic", "cli-console", "--partitions", "3")[0] == 0
     keys = [f"user-{i}" for i in range(12)]
     lines = "".join(f"{k}:value {i}\n" for i, k in enumerate(keys))
-    code, out, err = run_cli(capsys, "console-producer", *b, "--topic", "cli-console", "--property", "parse.key=true",
-                             "--property", "key.separator=:", stdin=lines, monkeypatch=monkeypatch)
+    code, out, err = run_cli(capsys, "console-producer", *b, "--topic", "cli-console", "--reader-property", "parse.key=true",
+                             "--reader-property", "key.separator=:", stdin=lines, monkeypatch=monkeypatch)
     assert (code, out) == (0, ""), err
     # Keys land on Kafka's murmur2 partition, as with the Java producer.
     expected_counts = {p: 0 for p in range(3)}
@@ -100,8 +100,9 @@ def test_console_producer_consumer_and_get_offsets(any_broker, capsys, monkeypat
 
     code, out, err = run_cli(
         capsys, "console-consumer", *b, "--topic", "cli-console", "--from-beginning", "--max-messages", "12",
-        "--property", "print.key=true", "--property", "print.partition=true", "--property", "print.offset=true",
-        "--property", "print.timestamp=true", "--property", "key.separator=|",
+        "--formatter-property", "print.key=true", "--formatter-property", "print.partition=true",
+        "--formatter-property", "print.offset=true", "--formatter-property", "print.timestamp=true",
+        "--formatter-property", "key.separator=|",
     )
     assert code == 0 and err.strip().endswith("Processed a total of 12 messages")
     seen = {}

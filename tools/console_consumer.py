@@ -52,6 +52,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         help="formatter properties: print.key, print.value, print.timestamp, print.partition, print.offset, "
         "print.headers (true/false); key.separator, line.separator, headers.separator, null.literal",
     )
+    parser.add_argument("--formatter-property", action="append", metavar="name=value",
+                        help="the formatter properties (Kafka 4.4's name of --property)")
     parser.add_argument(
         "--consumer-property",
         action="append",
@@ -59,6 +61,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         help="consumer configs: group.id, client.id and the security keys of --consumer.config; these win over "
         "the file",
     )
+    parser.add_argument("--command-property", action="append", metavar="name=value",
+                        help="consumer configs (Kafka 4.4's name of --consumer-property)")
     add_command_config_argument(parser, "--consumer.config", "consumer")
 
 
@@ -102,7 +106,29 @@ class MessageFormatter:
         return text + self.line_separator
 
 
+def _renamed_options(args: argparse.Namespace) -> str | None:
+    """Kafka 4.4's renamed options: the old name still works with a notice on stdout, both together
+    are refused (the message Kafka's tool exits with)."""
+    if args.consumer_property and args.command_property:
+        return "Options --consumer-property and --command-property cannot be specified together."
+    if args.property and args.formatter_property:
+        return "Options --property and --formatter-property cannot be specified together."
+    if args.consumer_property:
+        print("Option --consumer-property is deprecated and will be removed in a future version. "
+              "Use --command-property instead.")
+    if args.property:
+        print("Option --property is deprecated and will be removed in a future version. "
+              "Use --formatter-property instead.")
+    args.consumer_property = args.consumer_property or args.command_property
+    args.property = args.property or args.formatter_property
+    return None
+
+
 def run(args: argparse.Namespace) -> int:
+    refused = _renamed_options(args)
+    if refused is not None:
+        print(refused, file=sys.stderr)
+        return 1
     try:
         consumer_props = client_properties(args, parse_key_values(args.consumer_property, "consumer property"))
     except ClientConfigError as exc:

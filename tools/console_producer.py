@@ -42,6 +42,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         help="reader properties: parse.key=true, key.separator=<sep> (default tab), "
         "ignore.error=true (skip lines without a separator)",
     )
+    parser.add_argument("--reader-property", action="append", metavar="name=value",
+                        help="the reader properties (Kafka 4.4's name of --property)")
     parser.add_argument(
         "--producer-property",
         action="append",
@@ -49,6 +51,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         help="producer configs: acks=all|1|0, client.id and the security keys of --producer.config; "
         "these win over the file",
     )
+    parser.add_argument("--command-property", action="append", metavar="name=value",
+                        help="producer configs (Kafka 4.4's name of --producer-property)")
     add_command_config_argument(parser, "--producer.config", "producer")
     parser.add_argument("--request-required-acks", default=None, help="acks: all (-1), 1 or 0 (default all)")
     parser.add_argument(
@@ -104,7 +108,29 @@ def read_batches(stream: TextIO, batch_size: int) -> Iterator[list[str]]:
         yield batch
 
 
+def _renamed_options(args: argparse.Namespace) -> str | None:
+    """Kafka 4.4's renamed options: the old name still works with a warning on stdout, both together
+    are refused (the message Kafka's tool exits with)."""
+    if args.command_property and args.producer_property:
+        return "Options --command-property and --producer-property cannot be specified together."
+    if args.reader_property and args.property:
+        return "Options --reader-property and --property cannot be specified together."
+    if args.producer_property:
+        print("Warning: --producer-property is deprecated and will be removed in a future version. "
+              "Use --command-property instead.")
+    if args.property:
+        print("Warning: --property is deprecated and will be removed in a future version. "
+              "Use --reader-property instead.")
+    args.producer_property = args.producer_property or args.command_property
+    args.property = args.property or args.reader_property
+    return None
+
+
 def run(args: argparse.Namespace) -> int:
+    refused = _renamed_options(args)
+    if refused is not None:
+        print(refused, file=sys.stderr)
+        return 1
     try:
         args.producer_props = client_properties(args, parse_key_values(args.producer_property, "producer property"))
     except ClientConfigError as exc:
