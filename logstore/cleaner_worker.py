@@ -222,6 +222,9 @@ def worker_main(fd: int, parent: int) -> None:
         except (EOFError, OSError):
             return
         if msg[0] == "config":
+            # the offset map's table needs numpy: load it now, not inside the first cleaning
+            import numpy  # noqa: F401, PLC0415
+
             cleaner = Cleaner(msg[1])
             cleaner.run_exclusive = _run_exclusive_via(rpc)
             cleaner.is_aborted = lambda _plog: False  # the broker kills the worker instead
