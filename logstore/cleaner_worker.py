@@ -47,6 +47,8 @@ log = logging.getLogger(__name__)
 
 #: how often an idle wait checks whether the cleaning must stop (the log closed, a shutdown)
 _POLL_S = 0.05
+#: how long a starting worker may take to import what it needs
+_START_TIMEOUT_S = 60
 #: how often the worker checks that the broker process is still its parent
 _WATCHDOG_S = 0.05
 
@@ -228,6 +230,7 @@ def worker_main(fd: int, parent: int) -> None:
             cleaner = Cleaner(msg[1])
             cleaner.run_exclusive = _run_exclusive_via(rpc)
             cleaner.is_aborted = lambda _plog: False  # the broker kills the worker instead
+            conn.send(("ready", os.getpid()))
             continue
         plan: CleaningPlan = msg[1]
         assert cleaner is not None
@@ -285,6 +288,14 @@ class CleanerWorker:
             theirs.close()
         self._conn = Connection(ours.detach())
         self._conn.send(("config", self.config))
+        # wait until it has imported what it needs, so a cleaning's time is the cleaning's
+        try:
+            ready = self._conn.poll(_START_TIMEOUT_S) and self._conn.recv()[0] == "ready"
+        except (EOFError, OSError):
+            ready = False
+        if not ready:
+            self.close()
+            raise CleanerWorkerError(f"the cleaner worker did not start within {_START_TIMEOUT_S} s")
         return self._conn
 
     def close(self) -> None:
