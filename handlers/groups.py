@@ -18,6 +18,7 @@ from ..group_coordinator.records import OFFSETS_TOPIC
 from ..logstore.java_hash import hashmap_order, string_hash, topic_partition_hash
 from ..security.acl import CLUSTER_NAME as ACL_CLUSTER
 from ..security.acl import (
+    OP_CLUSTER_ACTION,
     OP_DELETE,
     OP_DESCRIBE,
     OP_READ,
@@ -78,6 +79,7 @@ AUTH_MESSAGES = {
 
 GROUP_KEY_TYPE = 0
 TRANSACTION_KEY_TYPE = 1
+SHARE_KEY_TYPE = 2  # the share coordinator of a share-partition's state: "group:topicId:partition"
 
 
 def _coordinator(ctx: RequestContext) -> GroupCoordinator | None:
@@ -136,6 +138,18 @@ async def handle_find_coordinator(ctx: RequestContext, header, request) -> objec
             code = ErrorCode.GROUP_AUTHORIZATION_FAILED
         elif key_type == TRANSACTION_KEY_TYPE and not allowed(OP_DESCRIBE, RT_TRANSACTIONAL_ID, key):
             code = ErrorCode.TRANSACTIONAL_ID_AUTHORIZATION_FAILED
+        elif key_type == SHARE_KEY_TYPE and version < 6:
+            code = ErrorCode.INVALID_REQUEST
+        elif key_type == SHARE_KEY_TYPE and not allowed(OP_CLUSTER_ACTION, RT_CLUSTER, ACL_CLUSTER):
+            # brokers ask for these (their persisters); Kafka checks CLUSTER_ACTION
+            code = ErrorCode.CLUSTER_AUTHORIZATION_FAILED
+        elif key_type == SHARE_KEY_TYPE and _share_partition_key(key) is None:
+            code = ErrorCode.INVALID_REQUEST
+        elif key_type == SHARE_KEY_TYPE:
+            from .share_fetch import share_coordinator  # noqa: PLC0415 - share handlers import this module
+
+            spec = share_coordinator(broker).state_topic_spec()
+            code = await _internal_topic_ready(broker, spec)
         elif key_type == GROUP_KEY_TYPE:
             coordinator = _coordinator(ctx)
             if coordinator is None:
@@ -186,6 +200,11 @@ def _partition_leader_node(ctx: RequestContext, key_type: int, key: str) -> tupl
     if key_type == GROUP_KEY_TYPE:
         coordinator = broker.coordinators.get("groups")
         topic, partition = OFFSETS_TOPIC, coordinator.partition_for(key)
+    elif key_type == SHARE_KEY_TYPE:
+        from ..share_coordinator import records as share_records  # noqa: PLC0415
+
+        topic = share_records.SHARE_STATE_TOPIC
+        partition = share_records.partition_for(key, _state_partitions(broker))
     else:
         from ..txn_coordinator.records import TRANSACTION_STATE_TOPIC  # noqa: PLC0415
 
@@ -198,6 +217,25 @@ def _partition_leader_node(ctx: RequestContext, key_type: int, key: str) -> tupl
         if node.node_id == view.leader:
             return ErrorCode.NONE, (node.node_id, node.host, node.port)
     return ErrorCode.COORDINATOR_NOT_AVAILABLE, (-1, "", -1)
+
+
+def _share_partition_key(key: str) -> tuple[str, Uuid, int] | None:
+    """Kafka's SharePartitionKey.getInstance: "group:topicId:partition", else None."""
+    parts = key.split(":")
+    if len(parts) != 3 or not parts[0]:
+        return None
+    try:
+        topic_id = Uuid.from_base64(parts[1])
+        partition = int(parts[2])
+    except (ValueError, TypeError):
+        return None
+    return parts[0], topic_id, partition
+
+
+def _state_partitions(broker) -> int:
+    from .share_fetch import share_coordinator  # noqa: PLC0415
+
+    return share_coordinator(broker).num_partitions()
 
 
 async def _internal_topic_ready(broker, spec: tuple[str, int, dict[str, str]] | None) -> ErrorCode:
