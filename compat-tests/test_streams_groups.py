@@ -20,6 +20,7 @@ import json
 import re
 import signal
 import subprocess
+import sys
 import tempfile
 import threading
 import time
@@ -174,6 +175,20 @@ def _tool(bootstrap: str, *args: str) -> str:
     return proc.stdout + proc.stderr
 
 
+def _ours(bootstrap: str, *args: str) -> str:
+    """`odradek streams-groups` with the same arguments."""
+    proc = subprocess.run([sys.executable, "-m", "odradek", "streams-groups", "--bootstrap-server", bootstrap, *args],
+                          capture_output=True, text=True, timeout=120)
+    return proc.stdout + proc.stderr
+
+
+def _both(seen: dict, bootstrap: str, name: str, *args: str) -> None:
+    """The Kafka tool's output; on Odradek also `odradek streams-groups`' for the same state."""
+    seen["tools"][name] = _tool(bootstrap, *args)
+    if seen["odradek"]:
+        seen["ours"][name] = _ours(bootstrap, *args)
+
+
 def _create_topics(bootstrap: str) -> None:
     from confluent_kafka.admin import AdminClient, NewTopic
 
@@ -186,7 +201,8 @@ def _all_tasks(instances: list[Instance]) -> list[str]:
     return sorted(t for inst in instances for t in inst.tasks()[0])
 
 
-def _scenario(classes: Path, bootstrap: str, protocol: str, tmp: Path, kill: bool = True) -> dict:
+def _scenario(classes: Path, bootstrap: str, protocol: str, tmp: Path, kill: bool = True,
+              odradek: bool = False) -> dict:
     """Run the word count (through a kill and a restart of one instance); what was seen at each step."""
     tmp.mkdir(parents=True, exist_ok=True)
     app_id = f"wc-{protocol}"
@@ -196,7 +212,7 @@ def _scenario(classes: Path, bootstrap: str, protocol: str, tmp: Path, kill: boo
     both = [a, b]
     out = Output(bootstrap)
     expected: dict[str, int] = {}
-    seen: dict = {"tools": {}}
+    seen: dict = {"tools": {}, "ours": {}, "odradek": odradek}
     tasks = [f"{s}_{p}" for s in (0, 1) for p in range(PARTITIONS)]
     try:
         a.start()
@@ -216,7 +232,7 @@ def _scenario(classes: Path, bootstrap: str, protocol: str, tmp: Path, kill: boo
                                "state-verbose": ["--describe", "--group", app_id, "--state", "--verbose"],
                                "members": ["--describe", "--group", app_id, "--members"],
                                "offsets": ["--describe", "--group", app_id, "--offsets"]}.items():
-                seen["tools"][name] = _tool(bootstrap, *args)
+                _both(seen, bootstrap, name, *args)
         if not kill:
             _produce(bootstrap, 2, expected)
             _produce(bootstrap, 3, expected)
@@ -235,7 +251,7 @@ def _scenario(classes: Path, bootstrap: str, protocol: str, tmp: Path, kill: boo
         out.wait_for(expected, 90)
         seen["after"] = {"a": a.tasks(), "b": b.tasks()}
         if protocol == "streams":
-            seen["tools"]["members-after"] = _tool(bootstrap, "--describe", "--group", app_id, "--members")
+            _both(seen, bootstrap, "members-after", "--describe", "--group", app_id, "--members")
         return _finish(a, b, out, seen, expected, app_id, bootstrap, protocol)
     finally:
         for inst in both:
@@ -250,8 +266,8 @@ def _finish(a: Instance, b: Instance, out: Output, seen: dict, expected: dict, a
         inst.stop()
     out.poll(2)
     if protocol == "streams":
-        seen["tools"]["state-closed"] = _tool(bootstrap, "--describe", "--group", app_id, "--state")
-        seen["tools"]["list-closed"] = _tool(bootstrap, "--list", "--state")
+        _both(seen, bootstrap, "state-closed", "--describe", "--group", app_id, "--state")
+        _both(seen, bootstrap, "list-closed", "--list", "--state")
     seen["counts"] = {w: list(c) for w, c in out.counts.items()}
     seen["expected"] = expected
     seen["errors"] = a.errors() + b.errors()
@@ -319,7 +335,7 @@ def _streams_record_types(log_dir: Path) -> set[str]:
 def test_streams_protocol_word_count_through_a_kill(streams_app, odradek_broker_factory, kafka_broker_factory,
                                                     tmp_path):
     odradek = odradek_broker_factory(overrides=STREAMS_BROKER_CONFIGS)
-    o_seen = _scenario(streams_app, odradek.bootstrap, "streams", tmp_path / "odradek")
+    o_seen = _scenario(streams_app, odradek.bootstrap, "streams", tmp_path / "odradek", odradek=True)
     odradek.stop()
     _check_exact(o_seen)
     o_types = _streams_record_types(odradek.log_dir)
@@ -336,10 +352,17 @@ def test_streams_protocol_word_count_through_a_kill(streams_app, odradek_broker_
             active, standby = seen["before"][name]
             assert active and standby and not set(active) & set(standby), seen["before"]
         assert len(seen["alone"][0]) == 2 * PARTITIONS
+    differences = []
+    # `odradek streams-groups` prints what kafka-streams-groups.sh prints for the same group
+    for name in o_seen["tools"]:
+        if _normalized(o_seen["ours"][name]) != _normalized(o_seen["tools"][name]):
+            differences.append(("odradek streams-groups", name, o_seen["ours"][name], o_seen["tools"][name]))
     assert set(o_seen["tools"]) == set(COMPARE)
+    # kafka-streams-groups.sh shows the same group on Odradek as on Kafka
     for name, normalize in COMPARE.items():
-        assert normalize(o_seen["tools"][name]) == normalize(k_seen["tools"][name]), (
-            name, o_seen["tools"][name], k_seen["tools"][name])
+        if normalize(o_seen["tools"][name]) != normalize(k_seen["tools"][name]):
+            differences.append(("odradek vs kafka", name, o_seen["tools"][name], k_seen["tools"][name]))
+    assert not differences, differences
 
 
 def test_classic_protocol_word_count_same_output(streams_app, odradek_broker_factory, kafka_broker_factory,

@@ -12,6 +12,7 @@ from __future__ import annotations
 import argparse
 import sys
 
+from ..logstore.java_hash import hashmap_order, topic_partition_hash
 from ..wire.errors import ErrorCode
 from ..wire.protocol import request_class
 from .cli_common import add_bootstrap_argument, add_command_config_argument, run_with_client
@@ -86,15 +87,16 @@ def _describe_group(client: KafkaClient, group: str) -> tuple[int, object]:
     return node, response.groups[0]
 
 
-def _tasks(assignment: object, kinds: tuple[str, ...] = ("active", "standby", "warmup")) -> str:
-    parts = []
-    for kind in kinds:
+def _tasks(assignment: object, prefix: str = "") -> str:
+    """Kafka's ASSIGNMENTS cell: ``ACTIVE: 0:[0,2]; 1:[1]; STANDBY: 1:[0,2]; `` (empty kinds left out)."""
+    out = ""
+    for kind in ("active", "standby", "warmup"):
         ids = getattr(assignment, f"{kind}_tasks")
         if ids:
-            body = "; ".join(f"{t.subtopology_id}:[{','.join(str(p) for p in sorted(t.partitions))}]"
-                             for t in sorted(ids, key=lambda t: t.subtopology_id))
-            parts.append(f"{kind.upper()}: {body};")
-    return " ".join(parts) if parts else "-"
+            out += f"{prefix}{kind.upper()}: " + "".join(
+                f"{t.subtopology_id}:[{','.join(str(p) for p in sorted(t.partitions))}]; "
+                for t in sorted(ids, key=lambda t: t.subtopology_id))
+    return out
 
 
 def describe(client: KafkaClient, group: str, args: argparse.Namespace) -> None:
@@ -103,9 +105,9 @@ def describe(client: KafkaClient, group: str, args: argparse.Namespace) -> None:
         print(f"Error: Streams group '{group}' does not exist.", file=sys.stderr)
         return
     check(desc.error_code, desc.error_message)
-    if not desc.members and not args.state:
-        print(f"\nStreams group '{group}' has no active members.", file=sys.stderr)
     print()
+    if not desc.members:
+        print(f"Error: Streams group '{group}' has no active members.")
     if args.state:
         host, port = client.brokers.get(node, ("?", 0))
         coordinator = f"{host}:{port} ({node})"
@@ -113,11 +115,11 @@ def describe(client: KafkaClient, group: str, args: argparse.Namespace) -> None:
             print(_table(["GROUP", "COORDINATOR (ID)", "ASSIGNOR", "STATE", "GROUP-EPOCH", "TARGET-ASSIGNMENT-EPOCH",
                           "#MEMBERS"],
                          [[group, coordinator, desc.assignor_name or "", desc.group_state, str(desc.group_epoch),
-                           str(desc.assignment_epoch), str(len(desc.members))]], [15, 25, 15, 15, 15, 25]))
+                           str(desc.assignment_epoch), str(len(desc.members))]], [15, 25, 15, 25, 15, 25]))
         else:
             print(_table(["GROUP", "COORDINATOR (ID)", "ASSIGNOR", "STATE", "#MEMBERS"],
                          [[group, coordinator, desc.assignor_name or "", desc.group_state, str(len(desc.members))]],
-                         [15, 25, 15, 15]))
+                         [15, 25, 15, 25]))
         return
     if args.members:
         rows = []
@@ -125,7 +127,7 @@ def describe(client: KafkaClient, group: str, args: argparse.Namespace) -> None:
             if args.verbose:
                 rows.append([group, str(desc.assignment_epoch), str(m.topology_epoch), m.member_id,
                              "classic" if m.is_classic else "streams", str(m.member_epoch), m.process_id,
-                             m.client_id, f"{_tasks(m.assignment)} TARGET-{_tasks(m.target_assignment)}"])
+                             m.client_id, _tasks(m.assignment) + _tasks(m.target_assignment, "TARGET-")])
             else:
                 rows.append([group, m.member_id, m.process_id, m.client_id, _tasks(m.assignment)])
         if args.verbose:
@@ -140,19 +142,23 @@ def describe(client: KafkaClient, group: str, args: argparse.Namespace) -> None:
 
 def _offset_rows(client: KafkaClient, node: int, group: str, desc: object) -> list[list[str]]:
     """The group's committed offsets of its input topics, with the lag to the log end."""
+    # the partitions in the order of the tool's HashMap, repartition topics put in first
     topics: list[str] = []
     if desc.topology is not None:
         for s in desc.topology.subtopologies or []:
-            topics += [*s.source_topics, *(i.name for i in s.repartition_source_topics)]
+            topics += [i.name for i in s.repartition_source_topics]
+        for s in desc.topology.subtopologies or []:
+            topics += list(s.source_topics)
     committed = fetch_committed(client, group)
-    rows = []
-    for name in sorted(set(topics)):
+    lags: dict[tuple[str, int], str] = {}
+    for name in dict.fromkeys(topics):
         info = client.topic(name)
         ends = client.list_offsets(info, sorted(info.partitions), LATEST_TIMESTAMP)
         for p in sorted(info.partitions):
             offset = committed.get((name, p), -1)
-            rows.append([group, name, str(p), "-" if offset < 0 else str(max(ends[p] - offset, 0))])
-    return rows
+            lags[(name, p)] = "-" if offset < 0 else str(max(ends[p] - offset, 0))
+    order = hashmap_order(list(lags), lambda tp: topic_partition_hash(*tp))
+    return [[group, t, str(p), lags[(t, p)]] for t, p in order]
 
 
 def delete(client: KafkaClient, groups: list[str]) -> int:
