@@ -216,6 +216,7 @@ class _StateCollector:
             ends[(plog.topic, plog.partition)] = plog.high_watermark
         yield from (size, start, end, segments)
         yield from self._groups(ends)
+        yield from _share_groups(self.broker)
 
     def _groups(self, ends: dict[tuple[str, int], int]) -> Iterator[GaugeMetricFamily]:
         from prometheus_client.core import GaugeMetricFamily
@@ -242,6 +243,56 @@ class _StateCollector:
                 if end is not None:
                     lag.add_metric([group_id, topic, str(partition)], max(0, end - committed.offset))
         yield lag
+
+
+def _share_groups(broker: Broker) -> Iterator[Any]:
+    """Share groups' metrics under Kafka 4.4's names: group-coordinator-metrics share-group-count
+    (per state), ShareGroupMetrics RecordAcknowledgementsPerSec (per group and ackType),
+    SharePartitionMetrics InFlightMessageCount and AcquisitionLockTimeoutPerSec (per
+    share-partition), share-coordinator-metrics write-total."""
+    from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily
+
+    from .group_coordinator.share import ShareGroup
+
+    coordinator = broker.coordinators.get("groups")
+    groups = [g for g in dict(getattr(coordinator, "groups", {}) or {}).values() if isinstance(g, ShareGroup)]
+    total = GaugeMetricFamily("kafka_server_group_coordinator_metrics_group_count",
+                              "Groups by protocol (Kafka group-count); here the share groups.", labels=["protocol"])
+    total.add_metric(["share"], len(groups))
+    yield total
+    by_state = GaugeMetricFamily("kafka_server_group_coordinator_metrics_share_group_count",
+                                 "Share groups per state (Kafka share-group-count).", labels=["state"])
+    counts: dict[str, int] = {}
+    for group in groups:
+        state = group.state_name().lower()
+        counts[state] = counts.get(state, 0) + 1
+    for state in ("empty", "stable", "dead"):
+        by_state.add_metric([state], counts.get(state, 0))
+    yield by_state
+    manager = broker.coordinators.get("share_partitions")
+    acks = CounterMetricFamily("kafka_server_sharegroupmetrics_recordacknowledgements",
+                               "Records acknowledged (Kafka ShareGroupMetrics RecordAcknowledgementsPerSec).",
+                               labels=["group", "ackType"])
+    in_flight = GaugeMetricFamily("kafka_server_sharepartitionmetrics_inflightmessagecount",
+                                  "Records between a share-partition's start and end offsets "
+                                  "(Kafka SharePartitionMetrics InFlightMessageCount).",
+                                  labels=["group", "topic", "partition"])
+    timeouts = CounterMetricFamily("kafka_server_sharepartitionmetrics_acquisitionlocktimeout",
+                                   "Acquisitions whose locks ran out (Kafka AcquisitionLockTimeoutPerSec).",
+                                   labels=["group", "topic", "partition"])
+    if manager is not None:
+        for (group_id, ack_type), count in sorted(dict(manager.acknowledged).items()):
+            acks.add_metric([group_id, ack_type], count)
+        for (group_id, _tid, index), sp in list(manager.partitions.items()):
+            in_flight.add_metric([group_id, sp.topic, str(index)], sp.in_flight())
+        for (group_id, topic, index), count in sorted(dict(manager.lock_timeouts).items()):
+            timeouts.add_metric([group_id, topic, str(index)], count)
+    yield from (acks, in_flight, timeouts)
+    state = broker.coordinators.get("share")
+    writes = CounterMetricFamily("kafka_server_share_coordinator_metrics_write",
+                                 "Share coordinator writes (Kafka share-coordinator-metrics write-total).")
+    writes.add_metric([], getattr(state, "writes", 0))
+    yield writes
 
 
 def _replication(manager: Any) -> Iterator[GaugeMetricFamily]:

@@ -51,6 +51,8 @@ class ShareCoordinator:
         self.leader_epochs: dict[Key, int] = {}
         self.state_epochs: dict[Key, int] = {}
         self.loaded = broker is None
+        #: records written for Write/Initialize/Read requests (share-coordinator-metrics write-total)
+        self.writes = 0
 
     async def shutdown(self) -> None:
         """Nothing to flush: every write was appended when it happened."""
@@ -122,6 +124,7 @@ class ShareCoordinator:
         broker = self.broker
         if broker is None:
             return
+        self.writes += 1
         key = rec.coordinator_key(*ident)
         plog = broker.partition_log(rec.SHARE_STATE_TOPIC, rec.partition_for(key, self.num_partitions()))
         if plog is None:

@@ -22,6 +22,8 @@ if TYPE_CHECKING:
 log = logging.getLogger(__name__)
 
 GROUP_RESOURCE = 32  # ConfigResource.Type.GROUP
+#: AcknowledgeType names as Kafka's ShareGroupMetrics tags them (ackType)
+ACK_TYPE_NAMES = {0: "Gap", 1: "Accept", 2: "Release", 3: "Reject", 4: "Renew"}
 INITIAL_EPOCH, FINAL_EPOCH = 0, -1
 PartitionKey = tuple[Any, int]  # topic id, partition
 #: Most bytes one acquisition reads from a log (at least one batch): a fetch asks for 50 MB by
@@ -49,6 +51,10 @@ class SharePartitionManager:
         self.coordinator = coordinator
         self.partitions: dict[tuple[str, Any, int], SharePartition] = {}
         self.sessions: dict[tuple[str, str], ShareSession] = {}
+        #: counters for the metrics endpoint (Kafka's ShareGroupMetrics / SharePartitionMetrics):
+        #: (group, ack type) -> records acknowledged; (group, topic, partition) -> lock timeouts
+        self.acknowledged: dict[tuple[str, str], int] = {}
+        self.lock_timeouts: dict[tuple[str, str, int], int] = {}
 
     async def shutdown(self) -> None:
         """Nothing to flush: every state change was written when it happened."""
@@ -177,6 +183,8 @@ class SharePartitionManager:
         limit = self.setting(group_id, "group.share.delivery.count.limit")
         lock_s = self.setting(group_id, "group.share.record.lock.duration.ms") / 1000
         while sp.expire_locks(now, limit):
+            key = (group_id, sp.topic, sp.partition)
+            self.lock_timeouts[key] = self.lock_timeouts.get(key, 0) + 1
             self.persist(sp)
             sp.advance()
         for first, last, types in batches:
@@ -188,6 +196,9 @@ class SharePartitionManager:
         for first, last, types in batches:
             changed |= sp.acknowledge(member_id, first, last, types, now, lock_s, limit)
             released |= 2 in types
+            for kind in types if len(types) > 1 else types * (last - first + 1):
+                name = ACK_TYPE_NAMES.get(kind, str(kind))
+                self.acknowledged[(group_id, name)] = self.acknowledged.get((group_id, name), 0) + 1
         if changed:
             code = self.persist(sp)
             sp.advance()
@@ -208,6 +219,8 @@ class SharePartitionManager:
             return self.broker.partition_error(sp.topic, sp.partition)
         limit = self.setting(group_id, "group.share.delivery.count.limit")
         while sp.expire_locks(now, limit):
+            key = (group_id, sp.topic, sp.partition)
+            self.lock_timeouts[key] = self.lock_timeouts.get(key, 0) + 1
             self.persist(sp)
             sp.advance()
         hw = plog.high_watermark
