@@ -115,5 +115,6 @@ def test_every_tool_registers_its_arguments() -> None:
     for command, _, _ in CLIENT_TOOLS:
         parser = build_parser(command)  # the selected tool's module is the one imported
         args = parser.parse_args([command, "--bootstrap-server", "h:1", *(["--list"] if command in (
-            "topics", "consumer-groups", "share-groups") else []), *(["--topic", "t"] if "console" in command else [])])
+            "topics", "consumer-groups", "share-groups", "streams-groups") else []),
+            *(["--topic", "t"] if "console" in command else [])])
         assert isinstance(args, argparse.Namespace) and callable(args.func)
