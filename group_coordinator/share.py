@@ -153,8 +153,8 @@ class ShareGroup:
                   topic_partitions: Callable[[str], int | None]) -> ShareHeartbeatResult:
         """One ShareGroupHeartbeat: join (epoch 0), leave (-1) or heartbeat."""
         now = coordinator.monotonic()
-        interval = share_cfg(coordinator, "group.share.heartbeat.interval.ms")
-        session_ms = share_cfg(coordinator, "group.share.session.timeout.ms")
+        interval = share_cfg(coordinator, "group.share.heartbeat.interval.ms", self.group_id)
+        session_ms = share_cfg(coordinator, "group.share.session.timeout.ms", self.group_id)
         if member_epoch == -1:
             if member_id not in self.members:
                 raise GroupError(ErrorCode.UNKNOWN_MEMBER_ID,
@@ -244,11 +244,24 @@ class ShareGroup:
         return gone
 
 
-def share_cfg(coordinator: Any, key: str) -> int:
-    """A share group broker setting: configured value, else Kafka's default."""
+def share_cfg(coordinator: Any, key: str, group_id: str | None = None) -> int:
+    """A share group setting: the group's own config (``share.session.timeout.ms``,
+    ``share.heartbeat.interval.ms`` on its GROUP resource) when `group_id` has one, else the
+    broker's configured value, else Kafka's default."""
+    if group_id is not None and key in GROUP_OVERRIDES:
+        store = getattr(getattr(coordinator, "broker", None), "metadata_store", None)
+        image = getattr(store, "image", None)
+        own = image.configs.get((32, group_id), {}).get(GROUP_OVERRIDES[key]) if image is not None else None
+        if own is not None:
+            return int(own)
     raw = getattr(getattr(coordinator, "config", None), "raw", {}) or {}
     found = raw.get(key)
     return int(found) if found is not None else int(DEFAULTS[key])
+
+
+#: broker setting -> the group config that overrides it for one group
+GROUP_OVERRIDES = {"group.share.session.timeout.ms": "share.session.timeout.ms",
+                   "group.share.heartbeat.interval.ms": "share.heartbeat.interval.ms"}
 
 
 # ---------------------------------------------------------------------------------- persistence
@@ -413,12 +426,12 @@ def _validate(group_id: str, member_id: str, member_epoch: int, rack_id: str | N
 def load(coordinator: GroupCoordinator, found: dict[str, dict[int, dict[str, Any]]],
          raw: dict[str, dict[bytes, bytes]]) -> None:
     """Rebuild the share groups found in ``__consumer_offsets`` at load."""
-    session_s = share_cfg(coordinator, "group.share.session.timeout.ms") / 1000
     now = coordinator.monotonic()
     for group_id, records in found.items():
         if not records.get(GROUP_METADATA):
             continue  # deleted: its epoch record is a tombstone
-        group = group_from_records(group_id, records, coordinator._topic_name, now + session_s)
+        own_s = share_cfg(coordinator, "group.share.session.timeout.ms", group_id) / 1000
+        group = group_from_records(group_id, records, coordinator._topic_name, now + own_s)
         group.persisted = raw.get(group_id, {})
         group.subscribed_partitions = group.partition_counts(coordinator.topic_partition_count)
         coordinator.groups[group_id] = group

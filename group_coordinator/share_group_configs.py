@@ -33,12 +33,13 @@ class GroupConfigDef:
     check: Callable[[str], bool]
 
 
-def _int_between(lo: int, hi: int) -> Callable[[str], bool]:
+def _int_at_least(lo: int) -> Callable[[str], bool]:
     def check(value: str) -> bool:
         try:
-            return lo <= int(value) <= hi
+            return int(value) >= lo
         except ValueError:
             return False
+    check.at_least = lo  # type: ignore[attr-defined]
     return check
 
 
@@ -62,18 +63,18 @@ def _any_int(value: str) -> bool:
 #: The group configs Kafka 4.4's GroupConfig knows that Odradek checks and applies or keeps.
 CONFIGS: dict[str, GroupConfigDef] = {
     "consumer.session.timeout.ms": GroupConfigDef(INT, "group.consumer.session.timeout.ms", "45000",
-                                                  _int_between(45000, 60000)),
+                                                  _int_at_least(1)),
     "consumer.heartbeat.interval.ms": GroupConfigDef(INT, "group.consumer.heartbeat.interval.ms", "5000",
-                                                     _int_between(5000, 15000)),
+                                                     _int_at_least(1)),
     "share.session.timeout.ms": GroupConfigDef(INT, "group.share.session.timeout.ms", "45000",
-                                               _int_between(45000, 60000)),
+                                               _int_at_least(1)),
     "share.heartbeat.interval.ms": GroupConfigDef(INT, "group.share.heartbeat.interval.ms", "5000",
-                                                  _int_between(5000, 15000)),
+                                                  _int_at_least(1)),
     "share.record.lock.duration.ms": GroupConfigDef(INT, "group.share.record.lock.duration.ms", "30000",
-                                                    _int_between(1000, 3600000)),
-    "share.delivery.count.limit": GroupConfigDef(INT, "group.share.delivery.count.limit", "5", _int_between(2, 10)),
+                                                    _int_at_least(1000)),
+    "share.delivery.count.limit": GroupConfigDef(INT, "group.share.delivery.count.limit", "5", _int_at_least(2)),
     "share.partition.max.record.locks": GroupConfigDef(INT, "group.share.partition.max.record.locks", "2000",
-                                                       _int_between(100, 10000)),
+                                                       _int_at_least(100)),
     "share.auto.offset.reset": GroupConfigDef(STRING, None, "latest", _reset),
     "share.isolation.level": GroupConfigDef(STRING, None, "read_uncommitted",
                                             _one_of("read_committed", "read_uncommitted")),
@@ -84,6 +85,62 @@ CONFIGS: dict[str, GroupConfigDef] = {
     "streams.heartbeat.interval.ms": GroupConfigDef(INT, "group.streams.heartbeat.interval.ms", "5000", _any_int),
     "streams.num.standby.replicas": GroupConfigDef(INT, "group.streams.num.standby.replicas", "0", _any_int),
 }
+
+
+#: group config -> (broker setting of its least value, Kafka's default, of its greatest, default):
+#: Kafka 4.4's GroupConfig.validateValues keeps a group's value inside the broker's bounds
+BOUNDS: dict[str, tuple[str, int, str, int]] = {
+    "consumer.heartbeat.interval.ms": ("group.consumer.min.heartbeat.interval.ms", 5000,
+                                       "group.consumer.max.heartbeat.interval.ms", 15000),
+    "consumer.session.timeout.ms": ("group.consumer.min.session.timeout.ms", 45000,
+                                    "group.consumer.max.session.timeout.ms", 60000),
+    "share.heartbeat.interval.ms": ("group.share.min.heartbeat.interval.ms", 5000,
+                                    "group.share.max.heartbeat.interval.ms", 15000),
+    "share.session.timeout.ms": ("group.share.min.session.timeout.ms", 45000,
+                                 "group.share.max.session.timeout.ms", 60000),
+    "share.record.lock.duration.ms": ("group.share.min.record.lock.duration.ms", 15000,
+                                      "group.share.max.record.lock.duration.ms", 60000),
+    "share.delivery.count.limit": ("group.share.min.delivery.count.limit", 2,
+                                   "group.share.max.delivery.count.limit", 10),
+    "share.partition.max.record.locks": ("group.share.min.partition.max.record.locks", 100,
+                                         "group.share.max.partition.max.record.locks", 4000),
+}
+#: (session config, heartbeat config): the effective session timeout must exceed the interval
+SESSION_AND_HEARTBEAT = (("consumer.session.timeout.ms", "consumer.heartbeat.interval.ms"),
+                         ("share.session.timeout.ms", "share.heartbeat.interval.ms"))
+
+
+def validate_values(broker: Any, configs: dict[str, str]) -> str | None:
+    """Why a group's (merged) configs are refused, as Kafka 4.4's GroupConfig.validate says it
+    (INVALID_CONFIG), or None: first each value's own type and least value, then the broker's
+    bounds, then session timeout above heartbeat interval."""
+    raw = getattr(getattr(broker, "config", None), "raw", {}) or {}
+    for key, value in configs.items():
+        spec = CONFIGS.get(key)
+        if spec is None:
+            return f"Unknown group config name: {key}"
+        if spec.check(value):
+            continue
+        least = getattr(spec.check, "at_least", None)
+        if least is not None:
+            try:
+                int(value)
+            except ValueError:
+                return f"Invalid value {value} for configuration {key}: Not a number of type INT"
+            return f"Invalid value {value} for configuration {key}: Value must be at least {least}"
+        return f"Invalid value {value} for configuration {key}"
+    for key, (lo_key, lo_default, hi_key, hi_default) in BOUNDS.items():
+        if key in configs:
+            lo, hi = int(raw.get(lo_key, lo_default)), int(raw.get(hi_key, hi_default))
+            if not lo <= int(configs[key]) <= hi:
+                return f"{key} must be in the range {lo} to {hi} inclusive."
+    for session_key, heartbeat_key in SESSION_AND_HEARTBEAT:
+        if session_key in configs or heartbeat_key in configs:
+            session = int(configs.get(session_key, _default(broker, session_key, CONFIGS[session_key])[1]))
+            heartbeat = int(configs.get(heartbeat_key, _default(broker, heartbeat_key, CONFIGS[heartbeat_key])[1]))
+            if session <= heartbeat:
+                return f"{session_key} must be greater than {heartbeat_key}"
+    return None
 
 
 def group_configs(broker: Any) -> dict[str, dict[str, str]]:
@@ -116,12 +173,9 @@ def alter_group_configs(broker: Any, resource: Any, validate_only: bool,
         new = {k: v for k, v in compute(dict(current)).items() if v is not None}
     except Exception as exc:  # an invalid APPEND/SUBTRACT: no group config is a list
         return ErrorCode.INVALID_CONFIG, str(exc)
-    for key, value in new.items():
-        spec = CONFIGS.get(key)
-        if spec is None:
-            return ErrorCode.INVALID_CONFIG, f"Unknown group config name: {key}"
-        if not spec.check(value):
-            return ErrorCode.INVALID_CONFIG, f"Invalid value {value} for configuration {key}"
+    refused = validate_values(broker, new)
+    if refused is not None:
+        return ErrorCode.INVALID_CONFIG, refused
     if validate_only:
         return ErrorCode.NONE, None
     records = [("ConfigRecord", new_record("ConfigRecord", resource_type=GROUP, resource_name=name, name=key,
