@@ -164,9 +164,12 @@ def _update_feature(ctx: RequestContext, name: str, level: int, kind: int, propo
     elif name == "kraft.version":
         if level < current:
             return invalid + "Can't downgrade the version of this feature."
-        if level > current:
-            # not a FeatureLevelRecord: the Raft layer rewrites the voter set (handlers.quorum)
-            records.append((KRAFT_VERSION_UPGRADE, level))
+        if kind == _UPGRADE:
+            if level > current:
+                # not a FeatureLevelRecord: the Raft layer rewrites the voter set (handlers.quorum)
+                records.append((KRAFT_VERSION_UPGRADE, level))
+            # Kafka's controller still writes a record for the update (the finalized epoch moves)
+            records.append(("NoOpRecord", new_record("NoOpRecord")))
         return None
     else:
         for dep, need in FEATURE_DEPENDENCIES.get((name, level), {}).items():
