@@ -12,10 +12,12 @@ them anyway).
 
 The split: the worker runs `Cleaner.clean` on a read-only view of the log (`_LogView`), reading
 the segment files through its own descriptors and writing `<base>.log.cleaned` and its indexes
-itself. Whatever needs the broker's live state goes back to the broker's cleaner thread as a
-request on the same connection: the active producers' last batches, the aborted transactions of
-an offset range, a segment's next offset, and the swap of each cleaned segment (which runs on the
-event loop through `LogManager.run_exclusive`, as in-thread cleaning does). The broker's side
+itself. The plan it gets carries the segments' facts (sizes, next offsets, index sizes) and the
+aborted transactions of every range the cleaning reads; what needs the broker's live state goes
+back to the broker's cleaner thread as a request on the same connection: the active producers'
+last batches (for the first group; each swap's answer carries them for the next) and the swap of
+each cleaned segment (which runs on the event loop through `LogManager.run_exclusive`, as
+in-thread cleaning does). So a cleaning costs one round trip per cleaned group. The broker's side
 stops a cleaning by killing the worker (a log closed or deleted meanwhile, a shutdown); the
 `.cleaned` files it leaves are removed as after a crash. The worker exits when its connection
 closes or when the broker process is gone (a watchdog thread sees the parent change).
@@ -72,6 +74,8 @@ class SegmentInfo:
     dirty_position: int
     offset_index_bytes: int
     time_index_bytes: int
+    #: offset after the segment's last batch (`LogSegment.read_next_offset`)
+    next_offset: int
 
 
 @dataclass(frozen=True, slots=True)
@@ -87,16 +91,27 @@ class CleaningPlan:
     now_ms: int
     batch_paths: bool
     index_per_batch: bool
+    #: `PartitionLog.aborted_transactions` of every range the cleaning asks for: the dirty
+    #: section, and each segment to the next one's base and to its own next offset
+    aborted: dict[tuple[int, int], list[AbortedTxn]]
 
 
 def plan_of(cleaner: Cleaner, plog: PartitionLog, first_dirty: int, uncleanable: int, now_ms: int) -> CleaningPlan:
-    """The plan of cleaning `plog`'s dirty section [first_dirty, uncleanable) (broker side)."""
+    """The plan of cleaning `plog`'s dirty section [first_dirty, uncleanable) (broker side). It
+    carries what the cleaning would otherwise ask for segment by segment, so a cleaning costs one
+    round trip per cleaned group (its swap) and one for the first group's producer state: on a busy
+    machine each round trip waits for the broker's thread to be scheduled."""
     segs = [s for s in segments_between(plog, 0, uncleanable) if s.base_offset < uncleanable]
     infos = tuple(SegmentInfo(s.base_offset, str(s.log_path), s.size,
                               s.offset_index.lookup(first_dirty)[1] if s.base_offset <= first_dirty else 0,
-                              s.offset_index.size_in_bytes(), s.time_index.size_in_bytes()) for s in segs)
+                              s.offset_index.size_in_bytes(), s.time_index.size_in_bytes(), s.read_next_offset())
+                  for s in segs)
+    aborted = {(first_dirty, uncleanable): plog.aborted_transactions(first_dirty, uncleanable)}
+    for i, info in enumerate(infos):
+        for upper in ((infos[i + 1].base_offset,) if i + 1 < len(infos) else ()) + (info.next_offset,):
+            aborted[(info.base_offset, upper)] = plog.aborted_transactions(info.base_offset, upper)
     return CleaningPlan(str(plog.dir), plog.name, plog.config, infos, first_dirty, uncleanable, now_ms,
-                        cleaner.batch_paths, cleaner.index_per_batch)
+                        cleaner.batch_paths, cleaner.index_per_batch, aborted)
 
 
 # ---------------------------------------------------------------------------------------------
@@ -126,20 +141,20 @@ class _SegmentView:
     """A source segment as `Cleaner` reads it, through the worker's own descriptor (a swap may
     rename the file; the descriptor stays valid)."""
 
-    def __init__(self, info: SegmentInfo, rpc: _Rpc) -> None:
+    def __init__(self, info: SegmentInfo) -> None:
         self.base_offset = info.base_offset
         self.log_path = Path(info.log_path)
         self.size = info.size
         self._fd = os.open(info.log_path, os.O_RDONLY)
         self.offset_index = _IndexFacts(info.base_offset, info.dirty_position, info.offset_index_bytes)
         self.time_index = _IndexFacts(info.base_offset, 0, info.time_index_bytes)
-        self._rpc = rpc
+        self._next_offset = info.next_offset
 
     def fileno(self) -> int:
         return self._fd
 
     def read_next_offset(self) -> int:
-        return self._rpc.call("next_offset", self.base_offset)
+        return self._next_offset
 
     def close(self) -> None:
         os.close(self._fd)
@@ -154,12 +169,16 @@ class _LogView:
         self.config = plan.config
         self.closed = False
         self._rpc = rpc
+        self._aborted = plan.aborted
         self.segments: list[_SegmentView] = []
         for info in plan.segments:
-            self.segments.append(_SegmentView(info, rpc))
+            self.segments.append(_SegmentView(info))
 
     def aborted_transactions(self, fetch_offset: int, upper_bound_offset: int) -> list[AbortedTxn]:
-        return self._rpc.call("aborted", fetch_offset, upper_bound_offset)
+        found = self._aborted.get((fetch_offset, upper_bound_offset))
+        if found is None:  # a range the plan did not foresee: ask
+            return self._rpc.call("aborted", fetch_offset, upper_bound_offset)
+        return found
 
     def close(self) -> None:
         for s in self.segments:
@@ -189,18 +208,28 @@ class _Rpc:
         return value
 
 
-def _run_exclusive_via(rpc: _Rpc):  # noqa: ANN202 - a Cleaner.run_exclusive
-    def run_exclusive(fn, plog, *args):  # noqa: ANN001, ANN202
+class _RemoteExclusive:
+    """`Cleaner.run_exclusive` in the worker: the two exclusive steps of a cleaning, done by the
+    broker. The active producers' last batches are asked for at the first group, and come with
+    each swap's answer for the next one (taken on the broker right after the swap, which is where
+    the next group starts)."""
+
+    def __init__(self, rpc: _Rpc) -> None:
+        self.rpc = rpc
+        self.last_records: dict[int, LastRecord] | None = None
+
+    def __call__(self, fn, plog, *args):  # noqa: ANN001, ANN204
         name = fn.__name__
         if name == "_last_records_of_active_producers":
-            return rpc.call("last_records")
+            cached, self.last_records = self.last_records, None
+            return cached if cached is not None else self.rpc.call("last_records")
         if name == "_replace_segments":
             cleaned, group = args
             # the files are complete (trimmed, flushed); the broker opens them for the swap
             cleaned.close_handlers()
-            return rpc.call("swap", cleaned.base_offset, [s.base_offset for s in group])
+            self.last_records = self.rpc.call("swap", cleaned.base_offset, [s.base_offset for s in group])
+            return None
         raise AssertionError(f"no remote form of {name}")
-    return run_exclusive
 
 
 def _watch_parent(parent: int) -> None:
@@ -228,7 +257,8 @@ def worker_main(fd: int, parent: int) -> None:
             import numpy  # noqa: F401, PLC0415
 
             cleaner = Cleaner(msg[1])
-            cleaner.run_exclusive = _run_exclusive_via(rpc)
+            remote = _RemoteExclusive(rpc)
+            cleaner.run_exclusive = remote
             cleaner.is_aborted = lambda _plog: False  # the broker kills the worker instead
             conn.send(("ready", os.getpid()))
             continue
@@ -238,6 +268,7 @@ def worker_main(fd: int, parent: int) -> None:
         try:
             cleaner.batch_paths = plan.batch_paths
             cleaner.index_per_batch = plan.index_per_batch
+            remote.last_records = None
             view = _LogView(plan, rpc)
             end, stats = cleaner.clean(_Dirty(view, plan.first_dirty_offset, plan.first_uncleanable_offset),
                                        plan.now_ms)  # type: ignore[arg-type]
@@ -350,16 +381,22 @@ class CleanerWorker:
             old = [s for s in plog.segments if s.base_offset in wanted]
             cleaned = LogSegment(plog.dir, base, plog.config, file_suffix=CLEANED_SUFFIX, create=False)
             try:
-                cleaner.run_exclusive(cleaner._replace_segments, plog, cleaned, old)
+                # the swap, then (in the same turn of the event loop) the producers' state the
+                # next group starts from
+                return cleaner.run_exclusive(_swap_then_last_records, cleaner, plog, cleaned, old)
             except BaseException:
                 if not cleaned.closed and cleaned.suffix == CLEANED_SUFFIX:
                     cleaned.close_handlers()
                 raise
-            return None
         raise CleanerWorkerError(f"unknown request {kind!r} from the cleaner worker")
 
 
 def _last_records(plog: PartitionLog) -> dict[int, LastRecord]:
+    return Cleaner._last_records_of_active_producers(plog)
+
+
+def _swap_then_last_records(cleaner: Cleaner, plog: PartitionLog, cleaned, old) -> dict[int, LastRecord]:  # noqa: ANN001
+    cleaner._replace_segments(plog, cleaned, old)
     return Cleaner._last_records_of_active_producers(plog)
 
 
