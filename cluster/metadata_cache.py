@@ -9,7 +9,7 @@ that the metadata-log observer keeps.
 from __future__ import annotations
 
 import random
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 #: Kafka's error codes for a partition without a usable leader.
@@ -42,6 +42,9 @@ class PartitionView:
     isr: list[int]
     offline: list[int]
     error: int = 0
+    #: KIP-966's eligible leader replicas and last known ones (DescribeTopicPartitions)
+    elr: list[int] = field(default_factory=list)
+    last_known_elr: list[int] = field(default_factory=list)
 
 
 class LocalMetadataCache:
@@ -167,7 +170,8 @@ class KRaftMetadataCache:
             leader, error = -1, LEADER_NOT_AVAILABLE
         elif listener_name is not None and not any(e.name == listener_name for e in reg.end_points):
             leader, error = -1, LISTENER_NOT_FOUND if part.leader in brokers else LEADER_NOT_AVAILABLE
-        return PartitionView(leader, part.leader_epoch, list(part.replicas), list(part.isr), offline, error)
+        return PartitionView(leader, part.leader_epoch, list(part.replicas), list(part.isr), offline, error,
+                             list(part.elr), list(part.last_known_elr))
 
 
 class ControllerMetadataCache(KRaftMetadataCache):

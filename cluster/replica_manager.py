@@ -51,8 +51,10 @@ class ReplicaManager:
         #: the configs of each topic last applied to its logs
         self._topic_configs: dict[str, dict[str, str]] = {}
         #: replication throttles (Kafka's quotaManagers.leader / .follower)
-        self.leader_quota = ReplicationQuotaManager(LEADER, self.node_id)
-        self.follower_quota = ReplicationQuotaManager(FOLLOWER, self.node_id)
+        window = (int(broker.config.get("replication.quota.window.num")),
+                  int(broker.config.get("replication.quota.window.size.seconds")))
+        self.leader_quota = ReplicationQuotaManager(LEADER, self.node_id, *window)
+        self.follower_quota = ReplicationQuotaManager(FOLLOWER, self.node_id, *window)
 
     # ------------------------------------------------------------------ queries
 

@@ -18,17 +18,21 @@ from client_helpers import read_committed
 from confluent_kafka import KafkaError
 from confluent_kafka import Producer as CKProducer
 from confluent_kafka.admin import AdminClient, NewPartitions, NewTopic
-from kafka_oracle import KAFKA_4_4
+from kafka_oracle import KAFKA_4_4, free_port
 from test_cluster_broker import Cluster
 
 pytestmark = pytest.mark.oracle
+METRICS_PORT = free_port("127.0.0.1")
 JAVA = {2, 5}
 ODRADEK = {3, 4}
 
 
 @pytest.fixture(scope="module", params=["kafka-controller", "odradek-controller", "combined-controller"])
 def cluster(request, tmp_path_factory):
-    c = Cluster(tmp_path_factory.mktemp("replication"), request.param.split("-")[0], extra_java=(5,))
+    c = Cluster(tmp_path_factory.mktemp("replication"), request.param.split("-")[0], extra_java=(5,),
+                # two 1 s windows: a replication throttle bites within a test's few MB
+                broker_overrides={3: {"odradek.metrics.port": METRICS_PORT, "replication.quota.window.num": 2},
+                                  4: {"replication.quota.window.num": 2}})
     try:
         c.start()
         yield c
@@ -216,8 +220,9 @@ def test_more_partitions_of_a_replicated_topic_are_placed_with_its_replication_f
     assert len(state) == 5 and all(len(replicas) == 3 for _l, replicas, _i in state.values())
 
 
-def _reassign(cluster: Cluster, topic: str, plan: dict[int, list[int]], workdir: Path) -> None:
-    """kafka-reassign-partitions.sh --execute, then --verify until it reports every move complete."""
+def _reassign(cluster: Cluster, topic: str, plan: dict[int, list[int]], workdir: Path, throttle: int = 0) -> None:
+    """kafka-reassign-partitions.sh --execute (with --throttle bytes/s when given), then --verify
+    until it reports every move complete (and, with a throttle, that it removed the throttle)."""
     import json  # noqa: PLC0415
 
     from kafka_oracle import run_java_tool  # noqa: PLC0415
@@ -227,13 +232,17 @@ def _reassign(cluster: Cluster, topic: str, plan: dict[int, list[int]], workdir:
     path.write_text(json.dumps({"version": 1, "partitions": [
         {"topic": topic, "partition": p, "replicas": r} for p, r in sorted(plan.items())]}))
     base = ["--bootstrap-server", cluster.java.bootstrap, "--reassignment-json-file", str(path)]
-    proc = run_java_tool(tool, [*base, "--execute"], version=KAFKA_4_4)
+    proc = run_java_tool(tool, [*base, "--execute", *(["--throttle", str(throttle)] if throttle else [])],
+                         version=KAFKA_4_4)
     assert proc.returncode == 0, proc.stdout + proc.stderr
+    if throttle:
+        assert "The inter-broker throttle limit was set to" in proc.stdout, proc.stdout
     deadline = time.time() + 120
     out = ""
     while time.time() < deadline:
         out = run_java_tool(tool, [*base, "--verify"], version=KAFKA_4_4).stdout
         if "is still in progress" not in out and "complete" in out:
+            assert not throttle or "Clearing broker-level throttles" in out, out
             return
         time.sleep(1)
     raise AssertionError(out)
@@ -311,4 +320,151 @@ def test_preferred_leader_election_brings_the_leaders_back(cluster, tmp_path) ->
         time.sleep(0.3)
     assert all(leader == replicas[0] for leader, replicas, _i in state.values()), state
     _produce(cluster.odradek[3].bootstrap, topic, [f"after-election-{i}" for i in range(120)], 6)
+    _assert_identical(cluster, topic, _wait_in_sync(cluster, topic))
+
+
+def _elect_unclean(cluster: Cluster, topic: str, partitions: list[int], workdir: Path) -> str:
+    import json  # noqa: PLC0415
+
+    from kafka_oracle import run_java_tool  # noqa: PLC0415
+
+    plan = workdir / f"{topic}-unclean.json"
+    plan.write_text(json.dumps({"partitions": [{"topic": topic, "partition": p} for p in partitions]}))
+    proc = run_java_tool("org.apache.kafka.tools.LeaderElectionCommand",
+                         ["--bootstrap-server", cluster.java.bootstrap, "--election-type", "unclean",
+                          "--path-to-json-file", str(plan)], version=KAFKA_4_4)
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    return proc.stdout
+
+
+def _describe_partitions(cluster: Cluster, topic: str) -> list[dict[str, str]]:
+    """kafka-topics.sh --describe's partition lines as field -> value."""
+    import re  # noqa: PLC0415
+
+    from kafka_oracle import run_java_tool  # noqa: PLC0415
+
+    proc = run_java_tool("org.apache.kafka.tools.TopicCommand",
+                         ["--bootstrap-server", cluster.java.bootstrap, "--describe", "--topic", topic],
+                         version=KAFKA_4_4)
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    lines = [ln for ln in proc.stdout.splitlines() if "Partition:" in ln]
+    return [{**dict(re.findall(r"(\w+): ?([^\s]*)", ln)), "line": ln} for ln in lines]
+
+
+def _wait_state(cluster: Cluster, topic: str, want, timeout: float = 30.0) -> dict:
+    deadline = time.time() + timeout
+    state = _state(cluster, topic)
+    while time.time() < deadline and not want(state):
+        time.sleep(0.3)
+        state = _state(cluster, topic)
+    assert want(state), state
+    return state
+
+
+@pytest.mark.parametrize("survivor", [3, 5], ids=["odradek-elected", "java-elected"])
+def test_unclean_leader_election_as_on_kafka(cluster, tmp_path, survivor) -> None:
+    """An offline partition whose only in-sync replica is gone: kafka-leader-election.sh
+    --election-type unclean makes the out-of-sync replica leader (what only the lost replica had
+    is lost, as on Kafka); the old leader comes back, truncates and follows. The Kafka controller
+    run is the reference of every state asserted here; Odradek's controller must give the same.
+    (The combined node runs the same controller code as the Odradek controller: not repeated.)"""
+    if cluster.kind == "combined":
+        pytest.skip("same controller code as the odradek-controller run")
+    last = 5 if survivor == 3 else 3  # the replica that stays in sync longest, then dies
+    topic = f"unclean-{survivor}-{uuid.uuid4().hex[:6]}"
+    _create(cluster, topic, 2, assignment=[[survivor, last], [last, survivor]], min_isr=1)
+    _wait_in_sync(cluster, topic)
+    kept = [f"kept-{i}" for i in range(200)]
+    _produce(cluster.java.bootstrap, topic, kept, 2)
+    _wait_in_sync(cluster, topic)
+    out_of_sync, in_sync = cluster.brokers[survivor], cluster.brokers[last]
+    try:
+        _unclean_steps(cluster, topic, tmp_path, survivor, last, kept)
+    finally:
+        for node in (out_of_sync, in_sync):
+            if not node.running:
+                node.start()
+        cluster.wait_unfenced(cluster.broker_ids)
+
+
+def _unclean_steps(cluster: Cluster, topic: str, tmp_path: Path, survivor: int, last: int, kept: list[str]) -> None:
+    out_of_sync, in_sync = cluster.brokers[survivor], cluster.brokers[last]
+    out_of_sync.stop()
+    _wait_state(cluster, topic, lambda s: all(v[0] == last and v[2] == [last] for v in s.values()))
+    _produce(cluster.java.bootstrap, topic, [f"lost-{i}" for i in range(100)], 2)
+    in_sync.stop()
+    offline = _wait_state(cluster, topic, lambda s: all(v[0] == -1 for v in s.values()))
+    # with ELR (Kafka 4.4's default) the last in-sync replica leaves the ISR for the eligible
+    # leader replicas of the offline partition, as kafka-topics.sh --describe shows
+    assert all(isr == [] for _l, _r, isr in offline.values()), offline
+    described = _describe_partitions(cluster, topic)
+    assert [(line["Leader"], line["Isr"], line["Elr"], line["LastKnownElr"]) for line in described] == [
+        ("none", "", str(last), str(last))] * 2, "\n".join(line["line"] for line in described)
+    out_of_sync.start()
+    cluster.wait_unfenced(cluster.broker_ids - {last})
+    time.sleep(1)
+    assert all(v[0] == -1 for v in _state(cluster, topic).values())  # not without an unclean election
+    out = _elect_unclean(cluster, topic, [0, 1], tmp_path)
+    assert "Successfully completed leader election (UNCLEAN) for partitions" in out, out
+    assert f"{topic}-0" in out and f"{topic}-1" in out, out
+    _wait_state(cluster, topic, lambda s: all(v[0] == survivor and v[2] == [survivor] for v in s.values()))
+    # a second unclean election of a partition that has a leader is refused as Kafka refuses it
+    again = _elect_unclean(cluster, topic, [0], tmp_path)
+    assert f"Valid replica already elected for partitions {topic}-0" in again, again
+    after = [f"after-{i}" for i in range(100)]
+    _produce(cluster.java.bootstrap, topic, after, 2)
+    in_sync.start()
+    cluster.wait_unfenced(cluster.broker_ids)
+    state = _wait_in_sync(cluster, topic, timeout=120)
+    _assert_identical(cluster, topic, state)
+    got = read_committed(cluster.java.bootstrap, topic, 2)
+    assert sorted(got) == sorted(v.encode() for v in kept + after)
+
+
+def _throttled_fetches(side: str) -> float:
+    """Broker 3's count of replica fetches a replication throttle held back on `side`."""
+    import urllib.request  # noqa: PLC0415
+
+    from prometheus_client.parser import text_string_to_metric_families  # noqa: PLC0415
+
+    text = urllib.request.urlopen(f"http://127.0.0.1:{METRICS_PORT}/metrics", timeout=10).read().decode()
+    return sum(s.value for fam in text_string_to_metric_families(text) for s in fam.samples
+               if s.name.startswith("odradek_replication_throttled_fetches") and s.labels.get("side") == side)
+
+
+def _dynamic_throttles(cluster: Cluster, broker: int) -> dict[str, str]:
+    from confluent_kafka.admin import ConfigResource, ConfigSource  # noqa: PLC0415
+
+    resource = ConfigResource(ConfigResource.Type.BROKER, str(broker))
+    admin = _admin(cluster)  # (kept alive until the answer is in)
+    configs = admin.describe_configs([resource])[resource].result(30)
+    return {k: v.value for k, v in configs.items()
+            if "replication.throttled.rate" in k and v.source == ConfigSource.DYNAMIC_BROKER_CONFIG.value}
+
+
+def test_reassignment_with_a_throttle_holds_back_the_moving_replicas(cluster, tmp_path) -> None:
+    """kafka-reassign-partitions.sh --throttle: the tool sets the rates on the brokers and the
+    throttled replicas on the topic; the Odradek follower (moving in) and the Odradek leader
+    (moving out) hold back the moving replicas' fetches, the moves complete, --verify removes the
+    throttles. (The combined node runs the same controller code as the Odradek controller.)"""
+    if cluster.kind == "combined":
+        pytest.skip("same controller code as the odradek-controller run")
+    topic = f"throttled-{uuid.uuid4().hex[:6]}"
+    _create(cluster, topic, 2, assignment=[[2, 5], [5, 2]], min_isr=1)
+    _wait_in_sync(cluster, topic)
+    producer = CKProducer({"bootstrap.servers": cluster.java.bootstrap, "acks": "all", "linger.ms": 20})
+    for i in range(2400):
+        producer.produce(topic, value=b"%06d" % i + b"t" * 1000, partition=i % 2)
+    assert producer.flush(60) == 0
+    follower_before = _throttled_fetches("follower")
+    _reassign(cluster, topic, {0: [3, 4], 1: [4, 3]}, tmp_path, throttle=300_000)
+    assert _throttled_fetches("follower") > follower_before
+    assert _dynamic_throttles(cluster, 3) == {}  # --verify removed them once the moves were done
+    # (a follower has a new leader's epoch in its checkpoint once a batch of that epoch arrives)
+    _produce(cluster.java.bootstrap, topic, [f"after-move-{i}" for i in range(20)], 2)
+    _assert_identical(cluster, topic, _wait_in_sync(cluster, topic))
+    leader_before = _throttled_fetches("leader")
+    _reassign(cluster, topic, {0: [2, 5], 1: [5, 2]}, tmp_path, throttle=300_000)
+    assert _throttled_fetches("leader") > leader_before
+    _produce(cluster.java.bootstrap, topic, [f"moved-back-{i}" for i in range(20)], 2)
     _assert_identical(cluster, topic, _wait_in_sync(cluster, topic))

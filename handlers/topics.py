@@ -13,6 +13,7 @@ import weakref
 
 import trio
 
+from ..cluster.metadata_cache import PartitionView
 from ..cluster_metadata import Topic, random_uuid, validate_topic_name
 from ..kraft.store import Steps
 from ..quota import mutation_quota
@@ -487,13 +488,16 @@ async def handle_describe_topic_partitions(ctx: RequestContext, header, request)
             next_cursor = R.Cursor(topic_name=name, partition_index=start)
             break
         end = min(topic.partitions, start + budget)
-        partitions = [
-            R.DescribeTopicPartitionsResponsePartition(
-                error_code=0, partition_index=i, leader_id=node, leader_epoch=partition_leader_epoch(broker, name, i),
-                replica_nodes=[node], isr_nodes=[node], eligible_leader_replicas=[], last_known_elr=[],
-                offline_replicas=[])
-            for i in range(start, end)
-        ]
+        partitions = []
+        for i in range(start, end):
+            # as Metadata answers it: the whole cluster's view (replicas, ISR, ELR) on a cluster node
+            view = broker.metadata_cache.partition(name, i, ctx.listener_name)
+            if view is None:
+                view = PartitionView(node, partition_leader_epoch(broker, name, i), [node], [node], [])
+            partitions.append(R.DescribeTopicPartitionsResponsePartition(
+                error_code=view.error, partition_index=i, leader_id=view.leader, leader_epoch=view.leader_epoch,
+                replica_nodes=view.replicas, isr_nodes=view.isr, eligible_leader_replicas=view.elr,
+                last_known_elr=view.last_known_elr, offline_replicas=view.offline))
         budget -= end - start
         topics.append(R.DescribeTopicPartitionsResponseTopic(
             error_code=0, name=name, topic_id=topic.topic_id, is_internal=topic.is_internal,

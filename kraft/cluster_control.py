@@ -323,12 +323,14 @@ class ClusterControlManager:
         return out
 
     def _leadership_gain(self, broker_id: int) -> list[tuple[str, Any]]:
-        """The PartitionChangeRecords that give `broker_id` back the partitions waiting for a leader
-        it is a replica of (one replica: it was their last leader)."""
+        """The PartitionChangeRecords that give `broker_id` the partitions waiting for a leader that
+        it may lead cleanly: it is in their ISR, or (ISR empty, KIP-966) one of their eligible leader
+        replicas. Any other replica waits for an unclean election (kafka-leader-election.sh)."""
         out = []
         for topic in self.store.image.topics_by_id.values():
             for index, part in sorted(topic.partitions.items()):
-                if part.leader < 0 and broker_id in part.replicas and (not part.isr or broker_id in part.isr):
+                if part.leader < 0 and broker_id in part.replicas and (
+                        broker_id in part.isr or (not part.isr and broker_id in part.elr)):
                     out.append(self.store._elect(topic.topic_id, index, part, broker_id))  # noqa: SLF001
         return out
 

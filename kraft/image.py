@@ -46,6 +46,9 @@ class PartitionState:
     #: an ongoing reassignment: the replicas being added, and those being removed
     adding: list[int] = field(default_factory=list)
     removing: list[int] = field(default_factory=list)
+    #: KIP-966: replicas that may still lead (eligible leader replicas), and the last known ones
+    elr: list[int] = field(default_factory=list)
+    last_known_elr: list[int] = field(default_factory=list)
 
 
 @dataclass(slots=True)
@@ -168,7 +171,8 @@ class MetadataImage:
             return
         topic.partitions[m.partition_id] = PartitionState(
             list(m.replicas), list(m.isr), m.leader, m.leader_epoch, m.partition_epoch, list(m.directories or []),
-            list(m.adding_replicas or []), list(m.removing_replicas or [])
+            list(m.adding_replicas or []), list(m.removing_replicas or []),
+            list(getattr(m, "eligible_leader_replicas", None) or []), list(getattr(m, "last_known_elr", None) or []),
         )
 
     def _on_PartitionChangeRecord(self, m: Any) -> None:  # noqa: N802
@@ -186,6 +190,10 @@ class MetadataImage:
             part.adding = list(m.adding_replicas)
         if m.removing_replicas is not None:
             part.removing = list(m.removing_replicas)
+        if getattr(m, "eligible_leader_replicas", None) is not None:
+            part.elr = list(m.eligible_leader_replicas)
+        if getattr(m, "last_known_elr", None) is not None:
+            part.last_known_elr = list(m.last_known_elr)
         # a leader change starts a new leader epoch (Kafka's PartitionRegistration.merge)
         if m.leader != NO_LEADER_CHANGE:
             part.leader = m.leader
