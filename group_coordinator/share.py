@@ -126,6 +126,9 @@ class ShareGroup:
         self.subscribed_partitions: dict[str, int] = {}
         #: topic -> partitions whose share-group state exists (ShareGroupStatePartitionMetadata)
         self.initialized: TopicPartitions = {}
+        #: subscribed partitions whose state the coordinator is to initialize now (the heartbeat
+        #: handler does it right after the heartbeat; they are assigned from the next one on)
+        self.initializing: TopicPartitions = {}
         self.persisted: dict[bytes, bytes] = {}
 
     def is_empty(self) -> bool:
@@ -202,21 +205,34 @@ class ShareGroup:
 
     def maybe_assign(self, topic_partitions: Callable[[str], int | None], bump: bool = False) -> None:
         """Recompute the target assignment when the group epoch moved (`bump`: membership or
-        subscriptions changed now) or the subscribed topics' partition counts changed."""
+        subscriptions changed now), the subscribed topics' partition counts changed or, as
+        Kafka 4.4's initializedAssignmentPending, partitions were initialized since the last
+        assignment. Only partitions whose share state is initialized are assigned; subscribed
+        ones that are not are marked for initialization (at this group epoch)."""
         counts = self.partition_counts(topic_partitions)
         if counts != self.subscribed_partitions:
             self.subscribed_partitions = counts
             bump = bump or bool(self.members)
+        assignable = {t: _initialized_prefix(self.initialized.get(t, set()), n) for t, n in counts.items()}
+        assignable = {t: n for t, n in assignable.items() if n}
+        if not bump and self.assignment_epoch >= self.group_epoch and self.members:
+            assigned: dict[str, set[int]] = {}
+            for parts in self.target.values():
+                for t, ps in parts.items():
+                    assigned.setdefault(t, set()).update(ps)
+            bump = any(set(range(n)) - assigned.get(t, set()) for t, n in assignable.items())
         if bump:
             self.group_epoch += 1
         if self.group_epoch > self.assignment_epoch:
             subs = {m.member_id: set(m.subscribed_topic_names) for m in self.members.values()}
-            self.target = simple_assign(subs, counts, self.target)
+            self.target = simple_assign(subs, assignable, self.target)
             self.assignment_epoch = self.group_epoch
-            for topic, n in counts.items():
-                self.initialized.setdefault(topic, set()).update(range(n))
             log.info("Computed the target assignment of share group %s for epoch %d", self.group_id,
                      self.assignment_epoch)
+        for topic, n in counts.items():
+            missing = set(range(n)) - self.initialized.get(topic, set())
+            if missing:
+                self.initializing.setdefault(topic, set()).update(missing)
 
     def _reconcile(self, member: ShareMember) -> None:
         # no revocation in share groups: the member takes its target at the assignment epoch
@@ -242,6 +258,14 @@ class ShareGroup:
         if self.group_epoch > self.assignment_epoch:
             self.maybe_assign(coordinator.topic_partition_count)
         return gone
+
+
+def _initialized_prefix(initialized: set[int], count: int) -> int:
+    """How many of a topic's first partitions are initialized (the assignor takes a count)."""
+    n = 0
+    while n < count and n in initialized:
+        n += 1
+    return n
 
 
 def share_cfg(coordinator: Any, key: str, group_id: str | None = None) -> int:

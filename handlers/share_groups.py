@@ -43,8 +43,6 @@ async def handle_share_group_heartbeat(ctx: RequestContext, header, request) -> 
                  heartbeat_interval_ms=0)
     await ensure_internal_topic(ctx.broker, coordinator.offsets_topic_spec())
     group = coordinator.groups.get(request.group_id)
-    before = ({t: set(ps) for t, ps in group.initialized.items()}
-              if isinstance(group, share_groups.ShareGroup) else {})
     result = share_groups.share_group_heartbeat(
         coordinator, group_id=request.group_id, member_id=request.member_id or "", member_epoch=request.member_epoch,
         rack_id=request.rack_id,
@@ -54,8 +52,8 @@ async def handle_share_group_heartbeat(ctx: RequestContext, header, request) -> 
         return R(throttle_time_ms=0, error_code=int(result.error), error_message=result.error_message,
                  member_id=None, member_epoch=0, heartbeat_interval_ms=0, assignment=None)
     group = coordinator.groups.get(request.group_id)
-    if isinstance(group, share_groups.ShareGroup) and group.initialized != before:
-        await _initialize_share_state(ctx, group, before)
+    if isinstance(group, share_groups.ShareGroup) and group.initializing:
+        await _initialize_share_state(ctx, group)
     if result.member_epoch == -1:
         # the member left: its share sessions end and what it holds goes back to the group
         manager = ctx.broker.coordinators.get("share_partitions")
@@ -75,11 +73,12 @@ async def handle_share_group_heartbeat(ctx: RequestContext, header, request) -> 
              assignment=assignment)
 
 
-async def _initialize_share_state(ctx: RequestContext, group: share_groups.ShareGroup,
-                                  before: dict[str, set[int]]) -> None:
-    """The group coordinator initializes the share state of newly assigned partitions (Kafka's
-    InitializeShareGroupState: start offset -1, the state epoch the group's epoch); the partition
-    leader sets the start offset on its first ShareFetch (share.auto.offset.reset)."""
+async def _initialize_share_state(ctx: RequestContext, group: share_groups.ShareGroup) -> None:
+    """The group coordinator initializes the share state of newly subscribed partitions (Kafka's
+    InitializeShareGroupState: start offset -1, the group's epoch as state epoch); they are
+    assigned from the next heartbeat on, which bumps the group epoch for them (Kafka's
+    initializedAssignmentPending). The partition leader resolves the start offset on its first
+    ShareFetch (share.auto.offset.reset)."""
     from .share_fetch import share_coordinator  # noqa: PLC0415 - the two modules import each other's helpers
 
     state = share_coordinator(ctx.broker)
@@ -88,16 +87,19 @@ async def _initialize_share_state(ctx: RequestContext, group: share_groups.Share
     if not state.loaded:
         await trio.to_thread.run_sync(state.load)
     meta = ctx.broker.metadata
-    for name, partitions in group.initialized.items():
+    pending, group.initializing = group.initializing, {}
+    for name, partitions in pending.items():
         topic = meta.get(name) if meta is not None else None
         if topic is None:
             continue
-        for index in sorted(partitions - before.get(name, set())):
+        for index in sorted(partitions):
             if state.read(group.group_id, topic.topic_id, index) is None:
                 try:
                     state.initialize(group.group_id, topic.topic_id, index, group.group_epoch, -1)
                 except ShareStateError:
-                    continue  # the leader initializes it on its first ShareFetch instead
+                    group.initializing.setdefault(name, set()).add(index)  # tried again next heartbeat
+                    continue
+            group.initialized.setdefault(name, set()).add(index)
 
 
 @handles(SHARE_GROUP_DESCRIBE_KEY, 1, _max(SHARE_GROUP_DESCRIBE_KEY))

@@ -46,7 +46,11 @@ def test_share_group_metrics_count_acknowledgements_and_writes():
         info = client.topic("t", wait_s=10)
         member = str(uuid.uuid4())
         r = _heartbeat(client, member, 0)
-        assert r.error_code == 0 and r.assignment is not None
+        # the partition is assigned once its share state is initialized (the next heartbeat)
+        while r.error_code == 0 and not (r.assignment and r.assignment.topic_partitions):
+            time.sleep(0.05)
+            r = _heartbeat(client, member, r.member_epoch)
+        assert r.error_code == 0
         tid = r.assignment.topic_partitions[0].topic_id
         f = request_class(SHARE_FETCH)
 

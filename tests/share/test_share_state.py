@@ -98,18 +98,29 @@ def _hb(group, coord, member, epoch, topics=None):
                            client_id="c", client_host="/127.0.0.1", topic_partitions=coord.topic_partition_count)
 
 
+def _initialize(group):
+    """What the heartbeat handler does after a heartbeat: the pending partitions get state."""
+    for topic, parts in group.initializing.items():
+        group.initialized.setdefault(topic, set()).update(parts)
+    group.initializing = {}
+
+
 def test_share_group_join_share_and_leave():
     coord = _Coord()
     group = sg.ShareGroup("g")
     a = _hb(group, coord, "a", 0, ["t"])
-    assert (a.member_epoch, a.assignment) == (1, {"t": {0, 1}})
+    # as Kafka 4.4: nothing is assigned before the partitions' share state is initialized
+    assert (a.member_epoch, a.assignment, group.initializing) == (1, {}, {"t": {0, 1}})
+    _initialize(group)
+    a = _hb(group, coord, "a", 1)  # initialized since the last assignment: a new epoch assigns them
+    assert (a.member_epoch, a.assignment) == (2, {"t": {0, 1}})
     b = _hb(group, coord, "b", 0, ["t"])
-    assert b.member_epoch == 2 and b.assignment == {"t": {1}}
-    a = _hb(group, coord, "a", 1)
-    assert a.member_epoch == 2 and a.assignment == {"t": {0}}
+    assert b.member_epoch == 3 and b.assignment == {"t": {1}}
+    a = _hb(group, coord, "a", 2)
+    assert a.member_epoch == 3 and a.assignment == {"t": {0}}
     c = _hb(group, coord, "c", 0, ["t"])  # more members than partitions: partitions are shared
     assert sum(len(p["t"]) for p in (c.assignment,)) == 1
-    assert _hb(group, coord, "a", 2).member_epoch == 3  # the previous epoch is still accepted once
+    assert _hb(group, coord, "a", 3).member_epoch == 4  # the previous epoch is still accepted once
     left = _hb(group, coord, "c", -1)
     assert left.member_epoch == -1 and set(group.members) == {"a", "b"}
     try:
@@ -130,6 +141,8 @@ def test_share_group_records_round_trip():
     coord = _Coord()
     group = sg.ShareGroup("g")
     _hb(group, coord, "a", 0, ["t"])
+    _initialize(group)
+    _hb(group, coord, "a", 1)
     ids = {"t": Uuid(os.urandom(16))}
     desired = sg.desired_records(group, ids.get)
     found: dict = {}
