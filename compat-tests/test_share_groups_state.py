@@ -18,7 +18,7 @@ import uuid
 from pathlib import Path
 from typing import Any
 
-from kafka_oracle import KAFKA_4_4, require_tool
+from kafka_oracle import KAFKA_4_4, require_tool, run_java_tool
 
 from odradek.share_coordinator import records as rec
 from odradek.tools.client import KafkaClient
@@ -180,6 +180,24 @@ def describe(client: KafkaClient, group: str, topic: str) -> dict[str, Any]:
     return {"describe": _plain(described, mask), "offsets": _plain(offsets, mask)}
 
 
+SHARE_TOOL = "org.apache.kafka.tools.consumer.group.ShareGroupCommand"  # kafka-share-groups.sh
+
+
+def members_table(bootstrap: str) -> list[str]:
+    """Kafka's kafka-share-groups.sh --describe --members, the member id column masked."""
+    proc = run_java_tool(SHARE_TOOL, ["--bootstrap-server", bootstrap, "--describe", "--group", GROUP, "--members"],
+                         version=KAFKA_4_4)
+    out = []
+    for line in (proc.stdout + proc.stderr).splitlines():
+        words = line.split()
+        if not words or "WARN" in line or "SLF4J" in line:
+            continue
+        if words[0] != "GROUP" and len(words) > 1:
+            words[1] = "*"
+        out.append(" ".join(words))
+    return out
+
+
 def run_script(bootstrap: str, *, lock_ms: int = 15000) -> list[Any]:
     """The scripted sequence; returns what the member saw (for comparing both brokers)."""
     seen: list[Any] = []
@@ -211,6 +229,7 @@ def run_script(bootstrap: str, *, lock_ms: int = 15000) -> list[Any]:
             time.sleep(0.3)
         seen.append(("heartbeats", member.heartbeats))
         seen.append(("while a member", describe(client, GROUP, TOPIC)))
+        seen.append(("kafka-share-groups.sh --describe --members", members_table(bootstrap)))
         member.leave()
         seen.append(("after it left", describe(client, GROUP, TOPIC)))
     return seen
