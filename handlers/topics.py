@@ -225,9 +225,11 @@ async def delete_topic(broker, topic: Topic) -> None:
 
 
 class TopicError(Exception):
-    def __init__(self, code: ErrorCode, message: str) -> None:
-        super().__init__(message)
+    def __init__(self, code: ErrorCode, message: str | None) -> None:
+        super().__init__(message or "")
         self.code = code
+        #: None where Kafka's ApiError leaves it out (the error's own default message)
+        self.message = message
 
 
 def _check_replicas(ctx: RequestContext, replication_factor: int, assignments) -> None:
@@ -271,8 +273,9 @@ def _take_mutations(quota: MutationQuota, partitions: int) -> None:
     Kafka's controller does; a validate-only request takes them too)."""
     try:
         quota.record(partitions)
-    except ThrottlingQuotaExceeded as exc:
-        raise TopicError(ErrorCode.THROTTLING_QUOTA_EXCEEDED, str(exc)) from None
+    except ThrottlingQuotaExceeded:
+        # ApiError.fromThrowable drops a message that is the error's default one
+        raise TopicError(ErrorCode.THROTTLING_QUOTA_EXCEEDED, None) from None
 
 
 def _mutation_throttle_ms(ctx: RequestContext, quota: MutationQuota) -> int:
@@ -348,7 +351,7 @@ async def _create_result(ctx: RequestContext, version: int, request, wanted, dup
     try:
         topic, partitions, _ = await _create_one(ctx, wanted, request.validate_only, quota)
     except TopicError as exc:
-        return Result(name=wanted.name, error_code=int(exc.code), error_message=str(exc),
+        return Result(name=wanted.name, error_code=int(exc.code), error_message=exc.message,
                       num_partitions=-1, replication_factor=-1, configs=None)
     configs = None
     if version >= 5:
@@ -404,7 +407,7 @@ async def handle_delete_topics(ctx: RequestContext, header, request) -> object:
             try:
                 _take_mutations(quota, topic.partitions)
             except TopicError as exc:
-                results.append(Result(name=name, topic_id=topic_id, error_code=int(exc.code), error_message=str(exc)))
+                results.append(Result(name=name, topic_id=topic_id, error_code=int(exc.code), error_message=exc.message))
                 continue
             await delete_topic(ctx.broker, topic)
         groups = ctx.broker.coordinators.get("groups")
@@ -454,7 +457,7 @@ async def _create_partitions_result(ctx: RequestContext, request, wanted, names:
             await add_partitions(ctx.broker, topic, wanted.count)
         return Result(name=wanted.name, error_code=0, error_message=None)
     except TopicError as exc:
-        return Result(name=wanted.name, error_code=int(exc.code), error_message=str(exc))
+        return Result(name=wanted.name, error_code=int(exc.code), error_message=exc.message)
 
 
 @handles(DESCRIBE_TOPIC_PARTITIONS_KEY, 0, supported_versions(DESCRIBE_TOPIC_PARTITIONS_KEY)[1])
