@@ -198,17 +198,21 @@ def members_table(bootstrap: str) -> list[str]:
     return out
 
 
-def run_script(bootstrap: str, *, lock_ms: int = 15000) -> list[Any]:
-    """The scripted sequence; returns what the member saw (for comparing both brokers)."""
+def run_script(bootstrap: str) -> list[Any]:
+    """The scripted sequence; returns what the member saw (for comparing both brokers). The
+    delivery limit is the brokers' (``group.share.delivery.count.limit=2``), not a group config:
+    Kafka 4.4 starts a share group that already has group configs at another group epoch, which
+    is not what this compares."""
     seen: list[Any] = []
     with KafkaClient(bootstrap) as client:
         create_topic(client, TOPIC)
-        group_configs(client, GROUP, {"share.auto.offset.reset": "earliest", "share.delivery.count.limit": "2",
-                                      "share.record.lock.duration.ms": str(lock_ms)})
-        produce(client, TOPIC, [f"a-{i}" for i in range(10)])
-        produce(client, TOPIC, [f"b-{i}" for i in range(10)])
         member = ShareMember(client, GROUP, TOPIC)
         member.join(1)
+        # the share-partition starts at the end of the (empty) log: share.auto.offset.reset=latest
+        seen.append(f"first fetch -> {member.fetch(0, 6, wait_ms=100)}")
+        time.sleep(1)
+        produce(client, TOPIC, [f"a-{i}" for i in range(10)])
+        produce(client, TOPIC, [f"b-{i}" for i in range(10)])
         steps = [
             ("fetch", 6, []),
             ("ack", [(0, 1, [ACCEPT]), (2, 2, [RELEASE]), (3, 3, [REJECT]), (4, 5, [RENEW])]),
@@ -259,7 +263,8 @@ def state_records(log_dir: Path) -> list[tuple]:
     return out
 
 
-SNAPSHOT_EVERY = {"share.coordinator.snapshot.update.records.per.snapshot": "3"}
+SNAPSHOT_EVERY = {"share.coordinator.snapshot.update.records.per.snapshot": "3",
+                  "group.share.delivery.count.limit": "2"}
 
 
 def _without_state_partition(records: list[tuple]) -> list[tuple]:
