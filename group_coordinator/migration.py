@@ -361,6 +361,8 @@ def join(coordinator: GroupCoordinator, group: cg.ConsumerGroup, *, member_id: s
     now = coordinator.monotonic()
     group.reconcile(member, owned, now)
     coordinator._persist_consumer_group(group)
+    log.info("[GroupId %s] Classic member %s joined the consumer group: epoch %d (group epoch %d), %s",
+             group.group_id, member_id, member.member_epoch, group.group_epoch, member.state)
     member.join_deadline = None
     member.session_deadline = now + session_timeout_ms / 1000
     member.sync_deadline = now + member.rebalance_timeout_ms / 1000
