@@ -64,7 +64,7 @@ from odradek.wire.records import (
 from ..wire.checksum import crc32c
 from . import files
 from .checkpoints import fsync_dir
-from .cleaner_scan import batch_at, kept_records, map_records, plain_batches
+from .cleaner_scan import _uniform_stride, batch_at, kept_records, map_records, plain_batches
 from .offset_map import STAGE_LIMIT, OffsetMap
 from .segment import LogSegment
 from .txn_index import AbortedTxn, TransactionIndex
@@ -488,8 +488,11 @@ def rebuild_batch(h, block: bytes, retained: list[RawRecord], delete_horizon_ms:
                            delete_horizon_ms)
 
 
-def rebuild_located(h, block: bytes, retained: list[tuple[int, int, int, int]], delete_horizon_ms: int | None) -> bytes:
-    """`rebuild_batch` of records given as (offset, timestamp, tail_start, end)."""
+def rebuild_located(h, block: bytes, retained: list[tuple[int, int, int, int]], delete_horizon_ms: int | None,
+                    encoded: bytes | None = None) -> bytes:
+    """`rebuild_batch` of records given as (offset, timestamp, tail_start, end). `encoded`: the
+    retained records' own bytes joined, when the caller knows re-encoding would give exactly
+    them (see `CleanerFilter._rebuild_mapped`)."""
     lat = bool(h.attributes & _LOG_APPEND_TIME_BIT)
     base_ts = retained[0][1] if delete_horizon_ms is None else delete_horizon_ms
     max_ts = h.max_timestamp if lat else max(r[1] for r in retained)
@@ -497,7 +500,7 @@ def rebuild_located(h, block: bytes, retained: list[tuple[int, int, int, int]], 
     records = bytearray()
     append = records.append
     body = bytearray()
-    for offset, timestamp, tail_start, end in retained:
+    for offset, timestamp, tail_start, end in (() if encoded is not None else retained):
         d = timestamp - base_ts
         o = offset - base_offset
         if -64 <= d < 64 and 0 <= o < 64:
@@ -522,6 +525,8 @@ def rebuild_located(h, block: bytes, retained: list[tuple[int, int, int, int]], 
         body += block[tail_start:end]
         write_varint(records, len(body))
         records += body
+    if encoded is not None:
+        records = encoded  # type: ignore[assignment]
     codec = h.attributes & 0x07
     payload = compress(codec, records) if codec else bytes(records)
     attrs = codec | (h.attributes & (_LOG_APPEND_TIME_BIT | _TRANSACTIONAL_BIT | _CONTROL_BIT))
@@ -693,7 +698,19 @@ class CleanerFilter:
         if len(kept) != len(kept_offsets):
             raise CorruptRecordError(f"batch at offset {h.base_offset} holds {len(kept)} of the {len(kept_offsets)} "
                                      "offsets the offset map has in its range")
-        rebuilt = rebuild_located(h, block, kept, (self.now + self.delete_retention_ms) if n_tombs else None)
+        horizon = (self.now + self.delete_retention_ms) if n_tombs else None
+        encoded = None
+        if horizon is None and lat_ts is None and kept[0][1] == h.base_timestamp:
+            # The new batch keeps the base timestamp (its first record's delta is 0) and every
+            # offset delta, so a kept record re-encodes to its own bytes when its attributes byte
+            # is 0 (what the encoder writes) and its deltas are one byte (fixed-size records):
+            # then the kept records are copied whole.
+            uniform = _uniform_stride(block, h.record_count)
+            if uniform is not None:
+                stride, head = uniform
+                if block[head::stride].count(0) == h.record_count:
+                    encoded = b"".join([block[end - stride:end] for _o, _t, _s, end in kept])
+        rebuilt = rebuild_located(h, block, kept, horizon, encoded)
         res.output += rebuilt
         res.retained(struct.unpack_from(">q", rebuilt, 35)[0], last, max(r[0] for r in kept), len(kept))
 
