@@ -385,6 +385,9 @@ def row_recovery(target: Target, gb: float, logs: Path) -> dict[str, float]:
     topic = "recovery"
     partitions = 200
     create_topic(target, topic, partitions)
+    body = produce_all_request(topic, partitions)
+    with _closing(connect(target)) as conn:  # Kafka shows leaders before it has made their logs
+        wait_until(lambda: produce_errors(conn, body) == 0, 600, "first produce to all partitions", 0.05)
     batch_bytes, size = 64 * 1024, 1024
     per_request = records_per_batch(batch_bytes, size) * partitions
     conns = 2
@@ -393,7 +396,7 @@ def row_recovery(target: Target, gb: float, logs: Path) -> dict[str, float]:
             "--acks", "1", "--in-flight", "3"]
     os.sync()
     elapsed, stats = wire_processes("produce", target.bootstrap, topic, [args] * conns, logs)
-    records = sum(s["records"] for s in stats)
+    records = sum(s["records"] for s in stats) + partitions  # and the first produce's
     target.kill()
     disk = sum(f.stat().st_size for f in target.log_dir.rglob("*.log") if f.parent.name.startswith(topic))
     os.sync()
