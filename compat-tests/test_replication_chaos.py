@@ -1,8 +1,10 @@
 """The chaos loop of issue #25: acks=all idempotent producers write while the broker leading a
 partition is killed with SIGKILL (or paused with SIGSTOP), round after round, in a cluster of a
 Kafka 4.4.0 controller, two Java brokers and two Odradek brokers (replication factor 3,
-min.insync.replicas=2). The history check: every acknowledged record is read back exactly once,
-in the order it was acknowledged within its partition.
+min.insync.replicas=2), while a read_committed consumer reads along. The history check: every
+acknowledged record is read back exactly once, in the order it was acknowledged within its
+partition; and what the consumer saw during the chaos is exactly the start of each partition's
+final log (it never saw a record that a failover later truncated, never skipped or repeated one).
 
 ODRADEK_CHAOS_ROUNDS sets the number of rounds (CI runs a few; the long mode 30 or more).
 """
@@ -17,6 +19,7 @@ import time
 
 import pytest
 from confluent_kafka import Consumer as CKConsumer
+from confluent_kafka import KafkaError
 from confluent_kafka import Producer as CKProducer
 from confluent_kafka import TopicPartition as CKTopicPartition
 from confluent_kafka.admin import AdminClient, NewTopic
@@ -87,6 +90,39 @@ class Writer:
         self.producer.flush(180)
 
 
+class Reader:
+    """A read_committed consumer reading along in a thread (assigned, no group), which must never
+    need an offset reset: a reset would mean it had read past what the cluster kept."""
+
+    def __init__(self, bootstrap: str) -> None:
+        self.got: dict[int, list[bytes]] = {p: [] for p in range(PARTITIONS)}
+        self.errors: list[str] = []
+        self.want = -1  # set when the writer is done: read until this many records
+        self.stop = threading.Event()
+        self.thread = threading.Thread(target=self._run, daemon=True)
+        self.consumer = CKConsumer({"bootstrap.servers": bootstrap, "group.id": f"chaos-live-{time.time()}",
+                                    "isolation.level": "read_committed", "enable.auto.commit": False,
+                                    "auto.offset.reset": "error"})
+
+    def _run(self) -> None:
+        self.consumer.assign([CKTopicPartition(TOPIC, p, 0) for p in range(PARTITIONS)])
+        idle = 0
+        while not self.stop.is_set():
+            if 0 <= self.want <= sum(len(v) for v in self.got.values()) or idle > 120:
+                break
+            msg = self.consumer.poll(0.5)
+            if msg is None:
+                idle += self.want >= 0
+                continue
+            if msg.error() is not None:
+                if msg.error().code() == KafkaError._AUTO_OFFSET_RESET:
+                    self.errors.append(str(msg.error()))
+                continue
+            idle = 0
+            self.got[msg.partition()].append(msg.value())
+        self.consumer.close()
+
+
 def _read_all(bootstrap: str, want: int) -> dict[int, list[bytes]]:
     consumer = CKConsumer({"bootstrap.servers": bootstrap, "group.id": f"chaos-check-{time.time()}",
                            "isolation.level": "read_committed", "enable.auto.commit": False})
@@ -108,7 +144,9 @@ def test_no_acknowledged_record_is_lost_or_duplicated_while_leaders_die(cluster)
     admin.create_topics([NewTopic(TOPIC, PARTITIONS, 3, config={"min.insync.replicas": "2"})])[TOPIC].result(30)
     _wait_all_led(cluster)
     writer = Writer(cluster.java.bootstrap)
+    reader = Reader(",".join(b.bootstrap for b in cluster.brokers.values()))
     writer.thread.start()
+    reader.thread.start()
     rng = random.Random(1234)
     kinds = []
     try:
@@ -135,7 +173,11 @@ def test_no_acknowledged_record_is_lost_or_duplicated_while_leaders_die(cluster)
     assert not writer.thread.is_alive()
     total = sum(len(v) for v in writer.acked.values())
     assert total > 0
+    reader.want = total
+    reader.thread.join(180)
+    reader.stop.set()
     got = _read_all(cluster.odradek[3].bootstrap, total)
+    assert reader.errors == [], reader.errors
     for p in range(PARTITIONS):
         acked, read = writer.acked[p], got[p]
         assert len(read) == len(set(read)), f"partition {p}: duplicates ({kinds})"
@@ -145,3 +187,6 @@ def test_no_acknowledged_record_is_lost_or_duplicated_while_leaders_die(cluster)
         positions = {v: i for i, v in enumerate(read)}
         order = [positions[v] for v in acked]
         assert order == sorted(order), f"partition {p}: order changed ({kinds})"
+        live = reader.got[p]
+        assert live == read[: len(live)], f"partition {p}: the live read_committed consumer saw another history ({kinds})"
+        assert not set(acked) - set(live), f"partition {p}: the live consumer missed acknowledged records ({kinds})"
