@@ -329,7 +329,7 @@ def _streams_record_types(log_dir: Path) -> set[str]:
     files = [str(f) for f in sorted(log_dir.glob("__consumer_offsets-*/*.log")) if f.stat().st_size]
     out, err, rc = dump_log_segments(files, "--offsets-decoder", version=KAFKA_4_4)
     assert rc == 0 and "Exception" not in out + err, err[-3000:]
-    return {t for t in re.findall(r'"key":\{"type":"(\d+)"', out) if 17 <= int(t) <= 23}
+    return {t for t in re.findall(r'key: \{"type":"(\d+)"', out) if 17 <= int(t) <= 23}
 
 
 def test_streams_protocol_word_count_through_a_kill(streams_app, odradek_broker_factory, kafka_broker_factory,
