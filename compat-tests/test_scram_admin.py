@@ -1,6 +1,6 @@
 """SCRAM users managed the KRaft way (#13): AlterUserScramCredentials / DescribeUserScramCredentials
 from stock admin clients, `odradek storage format --add-scram`, persistence across restarts, and
-the same answers as Apache Kafka 4.1.1 for the same requests.
+the same answers as Apache Kafka 4.4.0 (the harness default) for the same requests.
 
 * (a) confluent-kafka's AdminClient creates a user; kafka-python and confluent-kafka producers and
   consumers log in as that user with SCRAM-SHA-256 and SCRAM-SHA-512; describe lists it; after a
@@ -8,7 +8,7 @@ the same answers as Apache Kafka 4.1.1 for the same requests.
 * (b) after a broker restart the user still logs in (the records are in the metadata log);
 * (c) `odradek storage format --add-scram ...`, then serve: the user logs in;
 * (d) raw Describe/Alter requests with good and bad input get the same per-user error codes,
-  messages and result order from Odradek and from Kafka 4.1.1 (both on a PLAINTEXT listener, no
+  messages and result order from Odradek and from Kafka 4.4.0 (both on a PLAINTEXT listener, no
   authorizer).
 """
 
@@ -145,7 +145,7 @@ def test_storage_format_add_scram_then_serve(odradek_broker_factory) -> None:
 
 
 # ------------------------------------------------------------------------------------------------
-# (d) the same requests against Apache Kafka 4.1.1
+# (d) the same requests against Apache Kafka 4.4.0
 # ------------------------------------------------------------------------------------------------
 
 Alter = request_class(51)
