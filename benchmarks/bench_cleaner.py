@@ -133,6 +133,9 @@ def run(case: Case, base: Path, loop_probe: bool = False, worker: bool = True) -
     for batch in case_batches(case, T0):
         lg.append_as_leader(bytearray(batch), 0, T0)
     lg.roll()
+    # the case's data goes to disk first: its writeback would otherwise queue the cleaner's fsyncs
+    # behind it (the Kafka side syncs before its cleaning too, bench_cleaner_kafka)
+    os.sync()
     before = disk_use(lg.dir)
     before_log = log_bytes(lg.dir)
     dirty = lg.size_in_bytes()

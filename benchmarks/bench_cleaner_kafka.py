@@ -104,6 +104,7 @@ def run_kafka(version: str, workdir: Path, data: list[bytes], segment_bytes: int
         for t in topics:
             _produce_all(broker.bootstrap, data, t)
         produce_s = time.monotonic() - t0
+        os.sync()  # as bench_cleaner.run before Odradek's round: no writeback of the fill under the cleaning
         for t in topics:
             # with --warm-up, a first cleaning of the same data runs the cleaner's code through the
             # JIT before the measured one
@@ -127,6 +128,7 @@ def run_case(version: str, case: bench_cleaner.Case, base: Path, warm_up: bool, 
         data = list(bench_cleaner.case_batches(case, int(time.time() * 1000)))
         kafka = run_kafka(version, base / "kafka", data, case.segment_bytes, warm_up)
         del data
+        shutil.rmtree(base / "kafka", ignore_errors=True)  # Kafka's files do not sit beside Odradek's round
         ours = None if skip_odradek else bench_cleaner.run(case, base / "odradek", worker=worker)
     finally:
         shutil.rmtree(base, ignore_errors=True)
