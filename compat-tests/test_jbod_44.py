@@ -4,9 +4,9 @@
   directory, an error root hits too, where ``chmod`` would not stop a root broker); both brokers take
   that dir offline: its partitions answer KAFKA_STORAGE_ERROR to Produce, Fetch and ListOffsets,
   the other dirs' partitions keep being served, DescribeLogDirs reports the dir with
-  KAFKA_STORAGE_ERROR and nothing else (not compared yet: Kafka's broker also reports the dir in its
-  heartbeat, and its controller then gives those partitions leader -1 and an empty ISR, which
-  Metadata shows as LEADER_NOT_AVAILABLE with the broker among the offline replicas);
+  KAFKA_STORAGE_ERROR and nothing else; Kafka's broker also reports the dir in its heartbeat, and
+  its controller then gives those partitions leader -1 and a new leader epoch, which Metadata shows
+  as LEADER_NOT_AVAILABLE with the broker among the offline replicas: compared too;
 * placement: the same topics created in the same order land in the same dirs (named by their
   place in ``log.dirs``), and each dir's meta.properties has the same keys and a directory id of
   its own.
@@ -90,6 +90,27 @@ def _list_offsets(conn: BrokerConnection, topic: str, partitions: int) -> dict[i
     return {p.partition_index: p.error_code for t in r.topics for p in t.partitions}
 
 
+def _metadata(conn: BrokerConnection, topic: str) -> dict[int, tuple[int, int, int, list[int], list[int]]]:
+    M = request_class(3)
+    r = conn.send(3, M(topics=[M.MetadataRequestTopic(name=topic)], allow_auto_topic_creation=False,
+                       include_topic_authorized_operations=False), 12)
+    return {p.partition_index: (p.error_code, p.leader_id, p.leader_epoch, list(p.isr_nodes), list(p.offline_replicas))
+            for t in r.topics for p in t.partitions}
+
+
+def _offline_metadata(conn: BrokerConnection, topic: str, failed: set[int],
+                      before: dict[int, tuple]) -> list[tuple[bool, int, int, int, list[int], list[int]]]:
+    """Metadata once the failed dir's partitions have no leader (Kafka's broker reports the dir in its
+    next heartbeat), with leader epochs relative to before the failure."""
+    deadline = time.monotonic() + 30
+    while True:
+        now = _metadata(conn, topic)
+        if all(now[p][1] == -1 for p in failed) or time.monotonic() > deadline:
+            return sorted((p in failed, code, leader, epoch - before[p][2], isr, offline)
+                          for p, (code, leader, epoch, isr, offline) in now.items())
+        time.sleep(0.2)
+
+
 def _failed_dir_scenario(broker: BrokerProcess, dirs: list[Path]) -> dict[str, object]:
     conn = _connect(broker)
     try:
@@ -98,6 +119,7 @@ def _failed_dir_scenario(broker: BrokerProcess, dirs: list[Path]) -> dict[str, o
         failing = dirs[2]  # not the first: that one holds the metadata log, whose loss stops Kafka
         in_failing = {p for _t, p in before["c"][2]}
         assert in_failing, before
+        leaders = _metadata(conn, "jf")
         (failing / "replication-offset-checkpoint.tmp").mkdir()
         deadline = time.monotonic() + 60
         while (after := _describe(conn, dirs))["c"][0] == 0:
@@ -114,6 +136,7 @@ def _failed_dir_scenario(broker: BrokerProcess, dirs: list[Path]) -> dict[str, o
             "produce": sorted((p in in_failing, code) for p, code in produced.items()),
             "fetch": sorted((p in in_failing, code) for p, code in fetched.items()),
             "list offsets": sorted((p in in_failing, code) for p, code in listed.items()),
+            "metadata": _offline_metadata(conn, "jf", in_failing, leaders),
             "alive": broker.running,
         }
     finally:
