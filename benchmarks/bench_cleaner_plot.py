@@ -62,7 +62,7 @@ def latency_table(rows: list[dict]) -> str:
     return "\n".join(out)
 
 
-def plot_compaction(series: list, path: Path) -> None:
+def plot_compaction(series: list, path: Path, title: str = "") -> None:
     import matplotlib  # noqa: PLC0415
 
     matplotlib.use("Agg")
@@ -80,7 +80,7 @@ def plot_compaction(series: list, path: Path) -> None:
     ax.set_xticks(range(len(series)))
     ax.set_xticklabels([_short(c) for c, *_ in series], fontsize=8)
     ax.set_ylabel("dirty MiB/s (median; dots: rounds)")
-    ax.set_title("Log compaction, one partition, same run: Odradek / Kafka 4.4.0")
+    ax.set_title("Log compaction, one partition, same run: Odradek / Kafka 4.4.0" + (f" ({title})" if title else ""))
     ax.legend(loc="upper left", fontsize=8)
     ax.margins(y=0.15)
     fig.tight_layout()
@@ -133,11 +133,13 @@ def main() -> None:
     ap.add_argument("--rows", type=Path)
     ap.add_argument("--latency", type=Path)
     ap.add_argument("--img", type=Path, default=Path("docs/img"))
+    ap.add_argument("--name", default="cleaner-compaction", help="file name (no .png) of the compaction plot")
+    ap.add_argument("--title", default="", help="added to the compaction plot's title")
     args = ap.parse_args()
     if args.rows:
         table, series = compaction_table(load(args.rows))
         print(table + "\n")
-        plot_compaction(series, args.img / "cleaner-compaction.png")
+        plot_compaction(series, args.img / f"{args.name}.png", args.title)
     if args.latency:
         rows = load(args.latency)
         print(latency_table(rows) + "\n")
