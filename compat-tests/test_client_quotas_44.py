@@ -264,3 +264,68 @@ def test_a_consumer_over_its_quota_is_throttled(brokers, kind: str) -> None:
     read, throttles = _throttled_consumer_run(brokers[kind], f"throttled-consumer-{kind}")
     assert read >= 40, read
     assert any(t > 0 for t in throttles), throttles
+
+
+# ------------------------------------------------------------------ controller_mutation_rate
+
+CREATE_TOPICS, DELETE_TOPICS, CREATE_PARTITIONS = 19, 20, 37
+
+
+def _create_topics(names: list[tuple[str, int]], validate_only: bool = False) -> object:
+    C = request_class(CREATE_TOPICS)
+    return C(topics=[C.CreatableTopic(name=n, num_partitions=p, replication_factor=1, assignments=[], configs=[])
+                     for n, p in names], timeout_ms=30000, validate_only=validate_only)
+
+
+def _create_partitions(name: str, count: int) -> object:
+    P = request_class(CREATE_PARTITIONS)
+    return P(topics=[P.CreatePartitionsTopic(name=name, count=count, assignments=None)], timeout_ms=30000,
+             validate_only=False)
+
+
+def _delete_topics(name: str, version: int) -> object:
+    D = request_class(DELETE_TOPICS)
+    if version >= 6:
+        return D(topics=[D.DeleteTopicState(name=name)], timeout_ms=30000)
+    return D(topic_names=[name], timeout_ms=30000)
+
+
+def _mutation_answer(response) -> tuple[list, int]:
+    results = getattr(response, "topics", None) or getattr(response, "results", None) or response.responses
+    return [(r.name, r.error_code, r.error_message) for r in results], response.throttle_time_ms
+
+
+def test_controller_mutation_rate_refuses_and_throttles_as_kafka(brokers) -> None:
+    """A client at 1 partition/s (burst 11): what is refused (strict versions) and what is only throttled
+    (older versions) by CreateTopics, CreatePartitions and DeleteTopics, on Odradek as on Kafka 4.4."""
+    steps = [
+        (CREATE_TOPICS, 7, _create_topics([("mut-a", 10)])),  # 11 tokens -> 1
+        (CREATE_TOPICS, 7, _create_topics([("mut-b", 20), ("mut-c", 1)])),  # b passes (-> -19), c refused
+        (CREATE_PARTITIONS, 3, _create_partitions("mut-a", 12)),
+        (DELETE_TOPICS, 6, _delete_topics("mut-a", 6)),
+        (CREATE_TOPICS, 7, _create_topics([("mut-e", 1)], validate_only=True)),
+        (CREATE_TOPICS, 5, _create_topics([("mut-d", 1)])),  # permissive: created, throttled
+        (CREATE_PARTITIONS, 2, _create_partitions("mut-a", 11)),
+        (DELETE_TOPICS, 4, _delete_topics("mut-d", 4)),
+    ]
+    answers: dict[str, list] = {}
+    for kind, broker in brokers.items():
+        client_id = f"mutator-{kind}"
+        with connect(broker) as conn:
+            altered = conn.send(ALTER, _alter_body([([("user", "ANONYMOUS"), ("client-id", client_id)],
+                                                     [("controller_mutation_rate", 1.0)])], validate_only=False), 1)
+            assert [e.error_code for e in altered.entries] == [0]
+        time.sleep(1)  # Kafka's controller takes the quota from its metadata publisher a moment later
+        got = []
+        for api, version, body in steps:
+            # a new connection each time: a throttled response mutes its connection for the throttle time
+            with connect(broker, client_id) as conn:
+                got.append(_mutation_answer(conn.send(api, body, version)))
+        answers[kind] = got
+    for kind, got in answers.items():
+        # the refusals come with the time the bucket needs to climb back from about -19 (1 token a second)
+        throttles = [throttle for _, throttle in got]
+        assert throttles[0] == 0 and all(10_000 < t <= 30_000 for t in throttles[1:]), (kind, throttles)
+    codes = {kind: [results for results, _ in got] for kind, got in answers.items()}
+    assert codes["odradek"] == codes["kafka"]
+    assert codes["kafka"][1][1][1] == 89  # THROTTLING_QUOTA_EXCEEDED
