@@ -5,8 +5,8 @@
 #     into .cache/m2, with each release's runtime classpath written to .cache/kafka-<version>.classpath;
 #   * Spark's Kafka connector (spark-sql-kafka-0-10) from compat-tests/spark-pom.xml, its classpath
 #     written to .cache/spark-kafka.classpath;
-#   * MirrorMaker 2 (connect-mirror 4.3.1) from compat-tests/mirror-pom.xml, its classpath written
-#     to .cache/connect-mirror.classpath;
+#   * MirrorMaker 2 4.3.1 (connect-mirror and its 4.3.1 runtime) from compat-tests/mirror-pom.xml,
+#     its classpath written to .cache/connect-mirror.classpath;
 #   * Go (golang-go if missing) and the Go client programs of compat-tests/go/ (franz-go, from the
 #     Go module proxy), built into .cache/go/;
 #   * the Java client driver (compat-tests/java), compiled into .cache/java-driver/, and JVM
@@ -115,8 +115,8 @@ if [[ -f $SPARK_POM ]]; then
 fi
 
 # --- MirrorMaker 2 (issue #27) ------------------------------------------------------------------
-# connect-mirror + connect-mirror-client 4.3.1 (4.4.0 is not on the reachable Maven Central), no
-# dependencies: the MirrorMaker tests run them on Kafka 4.4.0's classpath. Same reuse rule.
+# MirrorMaker 4.3.1 (connect-mirror 4.4.0 is not on the reachable Maven Central) with its own Connect
+# runtime and clients 4.3.1 (it does not run on the 4.4 jars) and a log4j2 backend. Same reuse rule.
 MIRROR_POM=compat-tests/mirror-pom.xml
 if [[ -f $MIRROR_POM ]]; then
   mirror_cp=$CACHE/connect-mirror.classpath
