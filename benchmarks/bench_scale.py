@@ -396,7 +396,10 @@ def row_recovery(target: Target, gb: float, logs: Path) -> dict[str, float]:
             "--acks", "1", "--in-flight", "3"]
     os.sync()
     elapsed, stats = wire_processes("produce", target.bootstrap, topic, [args] * conns, logs)
-    records = sum(s["records"] for s in stats) + partitions  # and the first produce's
+    # the broker's own count (the first produce's retries appended to the partitions that took them)
+    records = end_offsets(target.bootstrap, topic, timeout=30)
+    if records < sum(s["records"] for s in stats) + partitions:
+        raise RuntimeError(f"{target.name}: {topic} holds {records} records, fewer than were acknowledged")
     target.kill()
     disk = sum(f.stat().st_size for f in target.log_dir.rglob("*.log") if f.parent.name.startswith(topic))
     os.sync()
