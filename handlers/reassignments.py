@@ -70,14 +70,15 @@ def _cluster_election(controller, topic: str, partition: int, election_type: int
         return ErrorCode.NONE, None
     if part.leader >= 0 and part.leader in usable:
         return ErrorCode.ELECTION_NOT_NEEDED, ELECTION_NOT_NEEDED_MESSAGE
-    clean = [b for b in part.isr if b in usable]
+    # Kafka's PartitionChangeBuilder.electLeader: the ISR, else (ISR empty) the eligible leader
+    # replicas, else for an unclean election any live replica
+    clean = [b for b in part.isr if b in usable] or ([b for b in part.elr if b in usable] if not part.isr else [])
     candidates = clean or [b for b in part.replicas if b in usable]
     if not candidates:
         return (ErrorCode.ELIGIBLE_LEADERS_NOT_AVAILABLE,
                 f"Failed to elect leader for partition {name} under strategy UncleanLeaderElectionStrategy")
-    fields = {"leader": candidates[0]} if clean else {"leader": candidates[0], "isr": [candidates[0]]}
-    store.append_records([("PartitionChangeRecord", new_record(
-        "PartitionChangeRecord", partition_id=partition, topic_id=state.topic_id, **fields))])
+    store.append_records([store.partition_change(state, partition, list(part.isr), leader=candidates[0],
+                                                 unclean=not clean)])
     return ErrorCode.NONE, None
 
 

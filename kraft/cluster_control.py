@@ -306,20 +306,15 @@ class ClusterControlManager:
                 if in_dirs is not None and (broker_id not in part.replicas or not part.directories
                                             or part.directories[part.replicas.index(broker_id)] not in in_dirs):
                     continue
+                isr = [b for b in part.isr if b != broker_id]
                 if part.leader != broker_id:
                     if broker_id in part.isr and len(part.isr) > 1:
-                        # a follower leaves the ISR of the partitions it is fenced from
-                        out.append(("PartitionChangeRecord", new_record(
-                            "PartitionChangeRecord", partition_id=index, topic_id=topic.topic_id,
-                            isr=[b for b in part.isr if b != broker_id])))
+                        # a follower leaves the ISR of the partitions it is fenced from (below
+                        # min.insync.replicas it becomes an eligible leader replica)
+                        out.append(self.store.partition_change(topic, index, isr))
                     continue
-                others = [b for b in part.isr if b != broker_id and b in usable]
-                if others:
-                    out.append(("PartitionChangeRecord", new_record(
-                        "PartitionChangeRecord", partition_id=index, topic_id=topic.topic_id, leader=others[0],
-                        isr=[b for b in part.isr if b != broker_id])))
-                else:
-                    out.append(self.store._fence(topic.topic_id, index, broker_id))  # noqa: SLF001
+                others = [b for b in isr if b in usable]
+                out.append(self.store.partition_change(topic, index, isr, leader=others[0] if others else -1))
         return out
 
     def _leadership_gain(self, broker_id: int) -> list[tuple[str, Any]]:
@@ -331,7 +326,7 @@ class ClusterControlManager:
             for index, part in sorted(topic.partitions.items()):
                 if part.leader < 0 and broker_id in part.replicas and (
                         broker_id in part.isr or (not part.isr and broker_id in part.elr)):
-                    out.append(self.store._elect(topic.topic_id, index, part, broker_id))  # noqa: SLF001
+                    out.append(self.store.partition_change(topic, index, list(part.isr), leader=broker_id))
         return out
 
     def _append(self, records: list[tuple[str, Any]]) -> None:

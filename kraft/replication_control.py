@@ -58,9 +58,7 @@ class ReplicationControlManager:
                 if result.error_code:
                     continue
                 if new_isr != part.isr:
-                    records.append(("PartitionChangeRecord", new_record(
-                        "PartitionChangeRecord", partition_id=wanted.partition_index, topic_id=state.topic_id,
-                        isr=new_isr)))
+                    records.append(self.store.partition_change(state, wanted.partition_index, new_isr))
                     epoch = part.partition_epoch + 1
                 else:
                     epoch = part.partition_epoch

@@ -18,6 +18,7 @@ from typing import TYPE_CHECKING, Any, Generic, TypeVar
 
 from ..wire.primitives import Uuid
 from .bootstrap import read_bootstrap_records
+from .elr import partition_change
 from .errors import UnservableMetadataError
 from .features import (
     LATEST_PRODUCTION,
@@ -330,6 +331,25 @@ class MetadataStore:
 
     def _elr(self) -> bool:
         return self.metadata_version >= MV_4_0_IV1
+
+    def min_isr(self, topic: str) -> int:
+        """A topic's min.insync.replicas as the controller sees it: the topic's config, else the
+        cluster-wide one (the ConfigRecord Kafka's bootstrap writes with ELR), else the node's."""
+        value = (self.image.configs.get((RESOURCE_TOPIC, topic), {}).get("min.insync.replicas")
+                 or self.image.configs.get((RESOURCE_BROKER, ""), {}).get("min.insync.replicas")
+                 or self.min_insync_replicas)
+        try:
+            return int(value)
+        except ValueError:
+            return 1
+
+    def partition_change(self, topic: Any, index: int, target_isr: list[int], **kwargs: Any) -> tuple[str, Any]:
+        """A PartitionChangeRecord of a cluster's partition as Kafka's PartitionChangeBuilder
+        writes it (kraft.elr: the ISR, the leader, and the eligible leader replicas)."""
+        fields = partition_change(topic.partitions[index], target_isr, min_isr=self.min_isr(topic.name),
+                                  elr_enabled=self._elr(), **kwargs)
+        return ("PartitionChangeRecord", new_record("PartitionChangeRecord", partition_id=index,
+                                                    topic_id=topic.topic_id, **fields))
 
     def _fence(self, topic_id: Uuid, index: int, broker: int | None = None) -> tuple[str, Any]:
         """The PartitionChangeRecord that takes the leadership of a partition with one replica

@@ -374,21 +374,24 @@ def test_alter_replica_log_dirs_back_to_the_current_dir_cancels(tmp_path, monkey
             conn.close()
 
 
-def test_deleting_broker_throttles_is_a_no_op(node) -> None:
-    # kafka-reassign-partitions.sh --verify/--cancel clears these on every broker
+def test_broker_throttles_are_set_and_deleted_other_broker_configs_stay_fixed(node) -> None:
+    # kafka-reassign-partitions.sh --throttle sets these, --verify/--cancel clears them on every broker
     _, conn = node
     IAC = request_class(44)
 
-    def alter(op: int, value: str | None) -> tuple[int, str | None]:
+    def alter(op: int, value: str | None, names: tuple[str, ...] = (
+            "leader.replication.throttled.rate", "follower.replication.throttled.rate",
+            "replica.alter.log.dirs.io.max.bytes.per.second")) -> tuple[int, str | None]:
         r = conn.send(44, IAC(resources=[IAC.AlterConfigsResource(resource_type=4, resource_name="1", configs=[
             IAC.AlterableConfig(name=name, config_operation=op, value=value)
-            for name in ("leader.replication.throttled.rate", "follower.replication.throttled.rate",
-                         "replica.alter.log.dirs.io.max.bytes.per.second")])], validate_only=False), 1)
+            for name in names])], validate_only=False), 1)
         [result] = r.responses
         return result.error_code, result.error_message
 
+    assert alter(1, None) == (0, None)  # DELETE of what is not set
+    assert alter(0, "1000") == (0, None)  # SET
     assert alter(1, None) == (0, None)  # DELETE
-    assert alter(0, "1000")[0] == 42  # SET: dynamic broker configs stay unsupported
+    assert alter(0, "100", ("num.io.threads",))[0] == 42  # not a dynamic config here: INVALID_REQUEST
 
 
 def test_describe_quorum_names_the_static_voter_endpoint() -> None:
