@@ -70,6 +70,9 @@ def growth(row: str, metric: str, broker: str, med: dict, sizes: list[float]) ->
     b = med.get((row, broker, hi), {}).get(metric)
     if a is None or b is None or a <= 0 or hi == lo:
         return "–"
+    if metric == "kb_per_conn":  # already a cost per unit of work
+        word = "linear" if b / a <= 1.35 else "worse than linear"
+        return f"per connection x{b / a:.2f} from {int(lo):,} to {int(hi):,} ({word})"
     factor = (b / a) / (hi / lo)
     word = "linear" if 0.75 <= factor <= 1.35 else ("better than linear" if factor < 0.75 else "worse than linear")
     return f"x{b / a:.1f} for x{hi / lo:g} ({word})"
