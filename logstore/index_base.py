@@ -148,7 +148,8 @@ class IndexFile:
         rounded = self._round(new_size)
         if rounded == self._length:
             return False
-        fd = os.open(self.path, os.O_RDWR)
+        # a read-only index is never resized (its old descriptor would have refused the truncate)
+        fd = os.open(self.path, os.O_RDWR if self.writable else os.O_RDONLY)
         with self._remap_lock:
             self._unmap()
             try:
