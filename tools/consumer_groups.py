@@ -202,6 +202,9 @@ def reset(client: KafkaClient, args: argparse.Namespace) -> int:
         if args.execute:
             commit_offsets(client, group, new)
         print()
+        # Kafka 4.4's GroupOffsetsResetter: group and topic columns as wide as their longest value (15 at least)
+        group_width = max(15, len(group))
+        topic_width = max([15, *(len(t) for t, _p in new)])
         for row in [("GROUP", "TOPIC", "PARTITION", "NEW-OFFSET"), *((group, t, str(p), str(o)) for (t, p), o in new.items())]:
-            print(f"{row[0]:<30} {row[1]:<30} {row[2]:<10} {row[3]:<15}")
+            print(f"{row[0]:<{group_width}} {row[1]:<{topic_width}} {row[2]:<10} {row[3]}")
     return 0
