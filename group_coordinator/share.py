@@ -416,6 +416,9 @@ def share_group_heartbeat(coordinator: GroupCoordinator, *, group_id: str, membe
             if member_epoch != 0:
                 raise GroupError(ErrorCode.GROUP_ID_NOT_FOUND, f"Share group {group_id} not found.")
             group = ShareGroup(group_id)
+            # seen on Kafka 4.4.0: a new share group's first member gets group epoch 2 (its log
+            # says "Bumped group epoch to 2"), so the group is at 1 before that first bump
+            group.group_epoch = 1
             coordinator.groups[group_id] = group
         try:
             return group.heartbeat(coordinator, member_id=member_id, member_epoch=member_epoch, rack_id=rack_id,
