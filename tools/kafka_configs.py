@@ -8,7 +8,7 @@ Options and output follow Kafka 4.1's ConfigCommand:
   every topic (or every broker, then the cluster defaults) is described.
 * ``--alter --add-config 'k1=v1,k2=[v2,v3]' --delete-config k3,k4`` sends one IncrementalAlterConfigs
   (deletions, then sets) and prints ``Completed updating config for topic t.``; deleting a config the
-  entity does not override is refused first, as Kafka does (``Invalid config(s): k3``).
+  entity does not override is not an error (Kafka 4.4).
 * ``--entity-type users``: ``--add-config 'SCRAM-SHA-256=[iterations=8192,password=secret]'`` stores
   a SCRAM credential (AlterUserScramCredentials, with a random salt and the salted password computed
   here, as Kafka's admin client does), ``--delete-config SCRAM-SHA-256`` removes it, and
@@ -441,12 +441,9 @@ def describe_resources(client: KafkaClient, entity: Entity, describe_all: bool) 
 
 def alter_resource(client: KafkaClient, entity: Entity, add_configs: dict[str, str],
                    delete_configs: list[str]) -> None:
-    """--alter of a topic or broker: refuse deleting what is not set, then one IncrementalAlterConfigs."""
+    """--alter of a topic or broker: one IncrementalAlterConfigs (Kafka 4.4's tool no longer refuses
+    deleting a config that is not set; the broker ignores it)."""
     name = entity.name or DEFAULT_ENTITY
-    current = {c.name for c in resource_configs(client, entity, name, include_synonyms=False, describe_all=False)}
-    missing = [key for key in delete_configs if key not in current]
-    if missing:
-        raise ConfigCommandError(f"Invalid config(s): {','.join(missing)}")
     cls = request_class(INCREMENTAL_ALTER_CONFIGS)
     changes = [cls.AlterableConfig(name=key, config_operation=OP_DELETE, value="") for key in delete_configs]
     changes += [cls.AlterableConfig(name=key, config_operation=OP_SET, value=value) for key, value in add_configs.items()]
