@@ -319,3 +319,26 @@ class GroupMember:
             )
         except (KafkaError, OSError):
             pass  # leaving is a courtesy; the session timeout removes the member anyway
+
+
+def list_groups_of_type(client: KafkaClient, group_type: str) -> list[tuple[str, str]]:
+    """(group id, state) of every group of a type ("share", "streams", ...) on every broker
+    (ListGroups v5 with its type filter), sorted by id."""
+    client.metadata([])
+    out: dict[str, str] = {}
+    for node_id in sorted(client.brokers):
+        response = client.send(LIST_GROUPS, request_class(LIST_GROUPS)(states_filter=[], types_filter=[group_type]),
+                               node_id)
+        check(response.error_code, "ListGroups")
+        for g in response.groups:
+            out[g.group_id] = g.group_state or ""
+    return sorted(out.items())
+
+
+def selected_groups(client: KafkaClient, args: Any, group_type: str) -> list[str]:
+    """The groups a group tool's --group / --all-groups names."""
+    if args.all_groups:
+        return [g for g, _ in list_groups_of_type(client, group_type)]
+    if not args.group:
+        raise ValueError("--group or --all-groups is required")
+    return list(args.group)

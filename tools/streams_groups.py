@@ -18,7 +18,7 @@ from ..wire.protocol import request_class
 from .cli_common import add_bootstrap_argument, add_command_config_argument, run_with_client
 from .client import LATEST_TIMESTAMP, KafkaClient, check
 from .consumer_groups import _table
-from .group_client import fetch_committed, find_coordinator
+from .group_client import fetch_committed, find_coordinator, list_groups_of_type, selected_groups
 
 LIST_GROUPS, DELETE_GROUPS = 16, 42
 STREAMS_GROUP_DESCRIBE = 89
@@ -44,24 +44,12 @@ def run(args: argparse.Namespace) -> int:
 
 
 def list_streams_groups(client: KafkaClient) -> list[tuple[str, str]]:
-    """(group id, state) of every streams group (ListGroups v5 with the "streams" type filter)."""
-    client.metadata([])
-    out: dict[str, str] = {}
-    for node_id in sorted(client.brokers):
-        response = client.send(LIST_GROUPS, request_class(LIST_GROUPS)(states_filter=[], types_filter=["streams"]),
-                               node_id)
-        check(response.error_code, "ListGroups")
-        for g in response.groups:
-            out[g.group_id] = g.group_state or ""
-    return sorted(out.items())
+    """(group id, state) of every streams group."""
+    return list_groups_of_type(client, "streams")
 
 
 def _groups(client: KafkaClient, args: argparse.Namespace) -> list[str]:
-    if args.all_groups:
-        return [g for g, _ in list_streams_groups(client)]
-    if not args.group:
-        raise ValueError("--group or --all-groups is required")
-    return list(args.group)
+    return selected_groups(client, args, "streams")
 
 
 def _dispatch(client: KafkaClient, args: argparse.Namespace) -> int:
