@@ -265,3 +265,32 @@ def cleanup_batch(records: list[tuple[bytes, bytes | None]], timestamp: int,
                   fmt: RecordFormat = FORMATS["3.9"]) -> bytearray:
     """Tombstones of deleted/expired offsets and groups: written like group metadata."""
     return build_coordinator_batch(records, timestamp, fmt.other_base_sequence)
+
+
+class RecordFamily:
+    """Keys, values and decoding of one family of group records in `__consumer_offsets` (share
+    groups, streams groups): `schemas` maps a key version to its (key, value) message names."""
+
+    def __init__(self, schemas: dict[int, tuple[str, str]]) -> None:
+        self.schemas = schemas
+
+    def key(self, key_version: int, **fields: Any) -> bytes:
+        name = self.schemas[key_version][0]
+        return _key(name, key_version, message_class(name)(**fields))
+
+    def value(self, key_version: int, obj: Any) -> bytes:
+        """The record's value (version 0)."""
+        return _versioned(self.schemas[key_version][1], 0, obj)
+
+    def value_class(self, key_version: int) -> type:
+        return message_class(self.schemas[key_version][1])
+
+    def decode(self, key_bytes: bytes, value_bytes: bytes | None) -> tuple[int, Any, Any] | None:
+        """(key version, key, value or None) of a record of this family; None for other records."""
+        (key_version,) = _INT16.unpack_from(key_bytes, 0)
+        if key_version not in self.schemas:
+            return None
+        key_name, value_name = self.schemas[key_version]
+        k, _ = codec(key_name, 0).decode(memoryview(key_bytes), 2)
+        v = None if value_bytes is None else _decode_versioned(value_name, value_bytes)[0]
+        return key_version, k, v

@@ -53,30 +53,11 @@ DEFAULTS = {
 ASSIGNOR_NAME = "simple"
 
 
-def key(key_version: int, **fields: Any) -> bytes:
-    """Key of a share group record."""
-    name = SCHEMAS[key_version][0]
-    return rec._key(name, key_version, rec.message_class(name)(**fields))
-
-
-def value(key_version: int, obj: Any) -> bytes:
-    """Value (version 0) of a share group record."""
-    return rec._versioned(SCHEMAS[key_version][1], 0, obj)
-
-
-def value_class(key_version: int) -> type:
-    return rec.message_class(SCHEMAS[key_version][1])
-
-
-def decode(key_bytes: bytes, value_bytes: bytes | None) -> tuple[int, Any, Any] | None:
-    """(key version, key, value or None) of a share group record; None for other record types."""
-    (key_version,) = rec._INT16.unpack_from(key_bytes, 0)
-    if key_version not in SCHEMAS:
-        return None
-    key_name, value_name = SCHEMAS[key_version]
-    k, _ = rec.codec(key_name, 0).decode(memoryview(key_bytes), 2)
-    v = None if value_bytes is None else rec._decode_versioned(value_name, value_bytes)[0]
-    return key_version, k, v
+_FAMILY = rec.RecordFamily(SCHEMAS)
+key = _FAMILY.key
+value = _FAMILY.value
+value_class = _FAMILY.value_class
+decode = _FAMILY.decode
 
 
 @dataclass
