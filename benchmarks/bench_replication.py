@@ -22,7 +22,6 @@ from __future__ import annotations
 import argparse
 import json
 import statistics
-import struct
 import sys
 import tempfile
 import time
@@ -36,7 +35,7 @@ sys.path.insert(0, str(HERE))
 from kafka_cluster import KafkaNode, Quorum, odradek_controller  # noqa: E402
 from kafka_oracle import CLUSTER_ID, KAFKA_4_4  # noqa: E402
 from odradek_broker import OdradekBroker  # noqa: E402
-from runner import MB, Produce, _percentiles, kcat_producers  # noqa: E402
+from runner import MB, Produce, _percentiles, kcat_producers, paced_acks  # noqa: E402
 
 BROKERS = (2, 3, 4)
 PARTITIONS = 6
@@ -121,26 +120,7 @@ def _latency(bootstrap: str, topic: str, rate: int, seconds: float) -> dict[str,
 
     p = Producer({"bootstrap.servers": bootstrap, "acks": "all", "linger.ms": 0, "socket.nagle.disable": True,
                   "enable.idempotence": True})
-    p.produce(topic, b"warm-up")
-    p.flush(30)
-    acked: list[int] = []
-
-    def delivered(err: Any, msg: Any) -> None:
-        if err is None:
-            acked.append(time.time_ns() - struct.unpack_from(">q", msg.value(), 0)[0])
-
-    pad = b"x" * 1016
-    total = int(rate * seconds)
-    t0 = time.perf_counter()
-    sent = 0
-    while sent < total:
-        due = min(total, int((time.perf_counter() - t0) * rate) + 1)
-        while sent < due:
-            p.produce(topic, struct.pack(">q", time.time_ns()) + pad, on_delivery=delivered)
-            sent += 1
-        p.poll(0)
-        time.sleep(0.0005)
-    p.flush(30)
+    sent, _seconds, acked = paced_acks(p, topic, rate, seconds, 1024)
     return {"sent": sent, "acked": len(acked), **_percentiles(acked, "ack_")}
 
 

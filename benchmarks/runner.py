@@ -598,6 +598,14 @@ def latency_producer(bootstrap: str, topic: str, rate: int, seconds: float, size
     from confluent_kafka import Producer
 
     p = Producer({"bootstrap.servers": bootstrap, **LATENCY_PRODUCER_CONFIG})
+    sent, seconds, acked = paced_acks(p, topic, rate, seconds, size)
+    print(json.dumps({"sent": sent, "seconds": seconds, **_percentiles(acked, "ack_")}))
+
+
+def paced_acks(p: Any, topic: str, rate: int, seconds: float, size: int) -> tuple[int, float, list[int]]:
+    """Produce `rate` records/s of `size` bytes for `seconds` with the confluent-kafka producer `p`
+    after one acknowledged warm-up record; (records sent, the pacing period, produce() to
+    acknowledgement of each in ns). Each value is b"L", time.time_ns() at produce(), padding."""
     p.produce(topic, b"warm-up")
     p.flush(30)
     acked: list[int] = []
@@ -619,7 +627,7 @@ def latency_producer(bootstrap: str, topic: str, rate: int, seconds: float, size
         time.sleep(0.0005)
     seconds = time.perf_counter() - t0  # the pacing period; the final flush is not part of the rate
     p.flush(30)
-    print(json.dumps({"sent": sent, "seconds": seconds, **_percentiles(acked, "ack_")}))
+    return sent, seconds, acked
 
 
 def latency_consumer(bootstrap: str, topic: str, partitions: int, expected: int, timeout: float) -> None:
