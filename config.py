@@ -220,6 +220,9 @@ BROKER_CONFIGS: dict[str, ConfigKey] = _keys(
     _k("group.consumer.session.timeout.ms", _long, 45000, "Session timeout of consumer-protocol (KIP-848) members."),
     _k("group.consumer.heartbeat.interval.ms", _long, 5000, "Heartbeat interval of consumer-protocol members."),
     _k("group.consumer.max.size", _long, 2**31 - 1, "Largest number of members of a consumer-protocol group."),
+    _k("group.consumer.migration.policy", _str, "bidirectional",
+       "Online migration of consumer groups between the classic and consumer protocols: bidirectional, "
+       "upgrade, downgrade or disabled (group_coordinator/migration.py)."),
     _k("group.coordinator.record.format", _str, "4.1",
        "Odradek: which Kafka's __consumer_offsets record layout to write (4.1 or 3.9)."),
     _k("transaction.state.log.num.partitions", _long, 50, "Partitions of __transaction_state."),
