@@ -2,7 +2,13 @@
 
 from __future__ import annotations
 
-from odradek.cluster.replication_quota import ALL, FOLLOWER, LEADER, ReplicationQuotaManager, parse_throttled_replicas
+from odradek.cluster.replication_quota import (
+    ALL,
+    FOLLOWER,
+    LEADER,
+    ReplicationQuotaManager,
+    parse_throttled_replicas,
+)
 from odradek.kraft.image import RESOURCE_BROKER, RESOURCE_TOPIC, MetadataImage
 
 
