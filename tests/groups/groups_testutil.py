@@ -13,9 +13,12 @@ import trio.testing
 from odradek.cluster.metadata_cache import LocalMetadataCache
 from odradek.config import BrokerConfig
 from odradek.group_coordinator import GroupCoordinator
+from odradek.handlers.registry import RequestContext, dispatch
 from odradek.logstore.config import LogConfig
 from odradek.logstore.partition_log import PartitionLog
 from odradek.wire.errors import ErrorCode
+from odradek.wire.protocol import decode_response, encode_request, join_pieces, request_class
+from odradek.wire.schema import message_def
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))  # tests/: the shared fakes
 from fake_metadata import FakeMetadata  # noqa: E402
@@ -108,3 +111,29 @@ def join_kwargs(**kwargs: object) -> dict[str, object]:
     )
     base.update(kwargs)
     return base
+
+
+def _strip(obj: Any, fields: list, structs: dict, version: int) -> Any:
+    """Reset the fields a version does not have to their defaults (recursively)."""
+    for f in fields:
+        present = f.versions is not None and f.versions[0] <= version <= f.versions[1]
+        value = getattr(obj, f.attr)
+        if not present:
+            setattr(obj, f.attr, type(obj)().__getattribute__(f.attr))
+        elif f.struct is not None and value is not None:
+            for item in value if f.is_array else [value]:
+                _strip(item, structs[f.struct].fields, structs, version)
+    return obj
+
+
+async def call(broker: FakeBroker, api_key: int, version: int, **fields: Any) -> Any:
+    """One request through the real dispatcher, encoded as a client of `version` would, decoded back."""
+    cls = request_class(api_key)
+    mdef = message_def(cls.__name__)
+    body = _strip(cls(**fields), mdef.root.fields, mdef.structs, version)
+    frame = join_pieces(encode_request(version, 7, body, client_id="sweep"))[4:]
+    ctx = RequestContext(broker=broker, peer="127.0.0.1:5555", listener_name="PLAINTEXT")
+    pieces = await dispatch(ctx, memoryview(bytearray(frame)))
+    corr, response = decode_response(join_pieces(pieces)[4:], api_key, version)
+    assert corr == 7
+    return response

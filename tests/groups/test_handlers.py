@@ -4,48 +4,19 @@ leave, delete) at each JoinGroup version, and the KIP-848 APIs."""
 
 from __future__ import annotations
 
-from typing import Any
-
 import pytest
-from groups_testutil import FakeBroker, consumer_subscription, run_with_coordinator
+from groups_testutil import FakeBroker, call, consumer_subscription, run_with_coordinator
 
-from odradek.handlers.registry import RequestContext, dispatch, load_handlers
+from odradek.handlers.registry import load_handlers
 from odradek.wire.errors import ErrorCode as E
 from odradek.wire.protocol import (
-    decode_response,
-    encode_request,
-    join_pieces,
     request_class,
     supported_versions,
 )
-from odradek.wire.schema import message_def
 
 load_handlers()
 
 
-def _strip(obj: Any, fields: list, structs: dict, version: int) -> Any:
-    """Reset the fields a version does not have to their defaults (recursively)."""
-    for f in fields:
-        present = f.versions is not None and f.versions[0] <= version <= f.versions[1]
-        value = getattr(obj, f.attr)
-        if not present:
-            setattr(obj, f.attr, type(obj)().__getattribute__(f.attr))
-        elif f.struct is not None and value is not None:
-            for item in value if f.is_array else [value]:
-                _strip(item, structs[f.struct].fields, structs, version)
-    return obj
-
-
-async def call(broker: FakeBroker, api_key: int, version: int, **fields: Any) -> Any:
-    cls = request_class(api_key)
-    mdef = message_def(cls.__name__)
-    body = _strip(cls(**fields), mdef.root.fields, mdef.structs, version)
-    frame = join_pieces(encode_request(version, 7, body, client_id="sweep"))[4:]
-    ctx = RequestContext(broker=broker, peer="127.0.0.1:5555", listener_name="PLAINTEXT")
-    pieces = await dispatch(ctx, memoryview(bytearray(frame)))
-    corr, response = decode_response(join_pieces(pieces)[4:], api_key, version)
-    assert corr == 7
-    return response
 
 
 JOIN, SYNC, HEARTBEAT, LEAVE, COMMIT, FETCH, FIND, DESCRIBE, LIST, DELETE = 11, 14, 12, 13, 8, 9, 10, 15, 16, 42

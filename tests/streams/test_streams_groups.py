@@ -8,7 +8,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "groups"))
 
-from groups_testutil import FakeBroker, run_with_coordinator  # noqa: E402
+from groups_testutil import FakeBroker, call, run_with_coordinator  # noqa: E402
 
 from odradek.group_coordinator import streams as sg  # noqa: E402
 from odradek.group_coordinator.streams_assignor import AssignmentMember, assign  # noqa: E402
@@ -199,7 +199,6 @@ def test_heartbeat_and_describe_through_the_dispatcher(tmp_path, monkeypatch):
     """Both versions of StreamsGroupHeartbeat and StreamsGroupDescribe encoded as the client
     encodes them; internal topics created by the handler; ListGroups shows the streams type."""
     from fake_metadata import create_internal_topic_in_place
-    from test_handlers import call
 
     from odradek.handlers import streams_groups
 
