@@ -453,8 +453,11 @@ def test_reassignment_with_a_throttle_holds_back_the_moving_replicas(cluster, tm
     _create(cluster, topic, 2, assignment=[[2, 5], [5, 2]], min_isr=1)
     _wait_in_sync(cluster, topic)
     producer = CKProducer({"bootstrap.servers": cluster.java.bootstrap, "acks": "all", "linger.ms": 20})
-    for i in range(2400):
+    # 2.4 MB a partition: more than one 1 MB replica fetch, so the rate is over the bound
+    # while the moving replicas still have data to fetch
+    for i in range(4800):
         producer.produce(topic, value=b"%06d" % i + b"t" * 1000, partition=i % 2)
+        producer.poll(0)
     assert producer.flush(60) == 0
     follower_before = _throttled_fetches("follower")
     _reassign(cluster, topic, {0: [3, 4], 1: [4, 3]}, tmp_path, throttle=300_000)
