@@ -294,3 +294,23 @@ class RecordFamily:
         k, _ = codec(key_name, 0).decode(memoryview(key_bytes), 2)
         v = None if value_bytes is None else _decode_versioned(value_name, value_bytes)[0]
         return key_version, k, v
+
+    def collect(self, found: dict[str, dict[int, dict[str, Any]]], raw: dict[str, dict[bytes, bytes]],
+                key_bytes: bytes, value_bytes: bytes | None) -> bool:
+        """Note a record of this family read at load: its value by group, key version and member
+        in `found`, its raw bytes by group in `raw` (a tombstone removes both); False if the
+        record is not of this family."""
+        decoded = self.decode(key_bytes, value_bytes)
+        if decoded is None:
+            return False
+        key_version, k, v = decoded
+        by_type = found.setdefault(k.group_id, {}).setdefault(key_version, {})
+        member = getattr(k, "member_id", "")
+        group_raw = raw.setdefault(k.group_id, {})
+        if v is None:
+            by_type.pop(member, None)
+            group_raw.pop(key_bytes, None)
+        else:
+            by_type[member] = v
+            group_raw[key_bytes] = value_bytes  # type: ignore[assignment]
+        return True

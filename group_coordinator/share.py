@@ -58,6 +58,7 @@ key = _FAMILY.key
 value = _FAMILY.value
 value_class = _FAMILY.value_class
 decode = _FAMILY.decode
+collect = _FAMILY.collect
 
 
 @dataclass
@@ -443,26 +444,6 @@ def load(coordinator: GroupCoordinator, found: dict[str, dict[int, dict[str, Any
         group.persisted = raw.get(group_id, {})
         group.subscribed_partitions = group.partition_counts(coordinator.topic_partition_count)
         coordinator.groups[group_id] = group
-
-
-def collect(found: dict[str, dict[int, dict[str, Any]]], raw: dict[str, dict[bytes, bytes]],
-            key_bytes: bytes, value_bytes: bytes | None) -> bool:
-    """Note a share group record read at load (found/raw as :func:`load` takes them); False if
-    the record is not a share group record."""
-    decoded = decode(key_bytes, value_bytes)
-    if decoded is None:
-        return False
-    key_version, k, v = decoded
-    by_type = found.setdefault(k.group_id, {}).setdefault(key_version, {})
-    member = getattr(k, "member_id", "")
-    group_raw = raw.setdefault(k.group_id, {})
-    if v is None:
-        by_type.pop(member, None)
-        group_raw.pop(key_bytes, None)
-    else:
-        by_type[member] = v
-        group_raw[key_bytes] = value_bytes  # type: ignore[assignment]
-    return True
 
 
 def tick(coordinator: GroupCoordinator, group: ShareGroup, now: float) -> None:

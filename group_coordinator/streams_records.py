@@ -36,6 +36,7 @@ key = _FAMILY.key
 value = _FAMILY.value
 value_class = _FAMILY.value_class
 decode = _FAMILY.decode
+collect = _FAMILY.collect
 
 
 def _task_ids(cls: type, tasks: dict[str, set[int]]) -> list:
@@ -165,25 +166,6 @@ def group_from_records(group_id: str, found: dict[int, dict[str, Any]], session_
             group.target[member_id] = TasksTuple(_tasks(target.active_tasks), _tasks(target.standby_tasks),
                                                  _tasks(target.warmup_tasks))
     return group
-
-
-def collect(found: dict[str, dict[int, dict[str, Any]]], raw: dict[str, dict[bytes, bytes]],
-            key_bytes: bytes, value_bytes: bytes | None) -> bool:
-    """Note a streams group record read at load; False if it is not one."""
-    decoded = decode(key_bytes, value_bytes)
-    if decoded is None:
-        return False
-    key_version, k, v = decoded
-    by_type = found.setdefault(k.group_id, {}).setdefault(key_version, {})
-    member = getattr(k, "member_id", "")
-    group_raw = raw.setdefault(k.group_id, {})
-    if v is None:
-        by_type.pop(member, None)
-        group_raw.pop(key_bytes, None)
-    else:
-        by_type[member] = v
-        group_raw[key_bytes] = value_bytes  # type: ignore[assignment]
-    return True
 
 
 def load(coordinator: Any, found: dict[str, dict[int, dict[str, Any]]], raw: dict[str, dict[bytes, bytes]],
