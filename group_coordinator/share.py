@@ -19,7 +19,8 @@ from typing import TYPE_CHECKING, Any
 from ..wire.errors import ErrorCode
 from . import records as rec
 from .classic import GroupError
-from .share_assignor import simple_assign
+from .share_assignor import MemberSpec, simple_assign
+from .share_hash_order import JavaHashMap, JavaHashSet, TimelineOrder
 
 if TYPE_CHECKING:
     from .coordinator import GroupCoordinator
@@ -27,6 +28,9 @@ if TYPE_CHECKING:
 log = logging.getLogger(__name__)
 
 TopicPartitions = dict[str, set[int]]
+#: a target assignment as its record lists it (topic -> partitions, in Kafka's order; may hold
+#: a topic with no partitions left, as Kafka's record does)
+OrderedAssignment = dict[str, list[int]]
 
 #: Key versions of the share group records (ShareGroup*Key/Value in Kafka 4.4's group coordinator).
 MEMBER_METADATA = 10
@@ -49,6 +53,7 @@ DEFAULTS = {
     "group.share.session.timeout.ms": 45000,
     "group.share.heartbeat.interval.ms": 5000,
     "group.share.max.size": 200,
+    "group.share.assignment.interval.ms": 1000,
 }
 ASSIGNOR_NAME = "simple"
 
@@ -104,7 +109,11 @@ class ShareGroup:
         self.group_epoch = 0
         self.assignment_epoch = 0
         self.members: dict[str, ShareMember] = {}
-        self.target: dict[str, TopicPartitions] = {}
+        #: the order Kafka's member table (a TimelineHashMap) hands the members to the assignor
+        self.member_order = TimelineOrder()
+        self.target: dict[str, OrderedAssignment] = {}
+        #: when the target was last computed (0: never, or reset when the last member left)
+        self.assignment_timestamp_ms = 0
         self.subscribed_partitions: dict[str, int] = {}
         #: topic -> partitions whose share-group state exists (ShareGroupStatePartitionMetadata)
         self.initialized: TopicPartitions = {}
@@ -144,8 +153,8 @@ class ShareGroup:
             if member_id not in self.members:
                 raise GroupError(ErrorCode.UNKNOWN_MEMBER_ID,
                                  f"Member {member_id} is not a member of group {self.group_id}.")
+            # as Kafka 4.4's fencing: the epoch moves, the target waits for the next heartbeat
             self.remove_member(member_id, "the member left")
-            self.maybe_assign(topic_partitions)
             return ShareHeartbeatResult(member_id=member_id, member_epoch=-1, heartbeat_interval_ms=0)
         bump = False
         if member_epoch == 0:
@@ -176,7 +185,11 @@ class ShareGroup:
         if subscribed_topic_names is not None and sorted(set(subscribed_topic_names)) != member.subscribed_topic_names:
             member.subscribed_topic_names = sorted(set(subscribed_topic_names))
             bump = True
-        self.maybe_assign(topic_partitions, bump)
+        self.maybe_assign(topic_partitions, bump, topic_id=getattr(coordinator, "_topic_id", None),
+                          now_ms=_now_ms(coordinator),
+                          interval_ms=share_cfg(coordinator, "group.share.assignment.interval.ms", self.group_id))
+        # a joining member enters the member table after the assignment it triggered
+        self.member_order.add(member_id)
         self._reconcile(member)
         result = ShareHeartbeatResult(member_id=member_id, member_epoch=member.member_epoch,
                                       heartbeat_interval_ms=interval)
@@ -185,36 +198,77 @@ class ShareGroup:
             member.last_sent = _copy(member.assigned)
         return result
 
-    def maybe_assign(self, topic_partitions: Callable[[str], int | None], bump: bool = False) -> None:
+    def maybe_assign(self, topic_partitions: Callable[[str], int | None], bump: bool = False, *,
+                     topic_id: Callable[[str], Any] | None = None, now_ms: int = 0, interval_ms: int = 0) -> None:
         """Recompute the target assignment when the group epoch moved (`bump`: membership or
         subscriptions changed now), the subscribed topics' partition counts changed or, as
-        Kafka 4.4's initializedAssignmentPending, partitions were initialized since the last
-        assignment. Only partitions whose share state is initialized are assigned; subscribed
-        ones that are not are marked for initialization (at this group epoch)."""
+        Kafka 4.4's initializedAssignmentPending, the initialized partitions differ from the
+        assigned ones. As Kafka 4.4, a new target is computed at most once per
+        ``group.share.assignment.interval.ms``; meanwhile members keep the last one. Only
+        partitions whose share state is initialized are assigned; subscribed ones that are not
+        are marked for initialization (at this group epoch)."""
         counts = self.partition_counts(topic_partitions)
         if counts != self.subscribed_partitions:
             self.subscribed_partitions = counts
             bump = bump or bool(self.members)
-        assignable = {t: _initialized_prefix(self.initialized.get(t, set()), n) for t, n in counts.items()}
-        assignable = {t: n for t, n in assignable.items() if n}
         if not bump and self.assignment_epoch >= self.group_epoch and self.members:
-            assigned: dict[str, set[int]] = {}
-            for parts in self.target.values():
-                for t, ps in parts.items():
-                    assigned.setdefault(t, set()).update(ps)
-            bump = any(set(range(n)) - assigned.get(t, set()) for t, n in assignable.items())
+            bump = self._initialized_assignment_pending()
         if bump:
             self.group_epoch += 1
-        if self.group_epoch > self.assignment_epoch:
-            subs = {m.member_id: set(m.subscribed_topic_names) for m in self.members.values()}
-            self.target = simple_assign(subs, assignable, self.target)
+        due = self.assignment_timestamp_ms == 0 or interval_ms == 0 or now_ms >= self.assignment_timestamp_ms + interval_ms
+        if self.group_epoch > self.assignment_epoch and due:
+            self._assign(counts, topic_id or _no_topic_ids)
             self.assignment_epoch = self.group_epoch
+            self.assignment_timestamp_ms = now_ms
             log.info("Computed the target assignment of share group %s for epoch %d", self.group_id,
                      self.assignment_epoch)
         for topic, n in counts.items():
             missing = set(range(n)) - self.initialized.get(topic, set())
             if missing:
                 self.initializing.setdefault(topic, set()).update(missing)
+
+    def _initialized_assignment_pending(self) -> bool:
+        subscribed = self.subscribed_topic_names()
+        assigned: dict[str, set[int]] = {}
+        for parts in self.target.values():
+            for t, ps in parts.items():
+                assigned.setdefault(t, set()).update(ps)
+        return any(assigned.get(t) != ps for t, ps in self.initialized.items() if t in subscribed and ps)
+
+    def _assign(self, counts: dict[str, int], topic_id: Callable[[str], Any]) -> None:
+        """One run of the simple assignor, with the members and topics in Kafka's order."""
+        order = [m for m in self.member_order.keys() if m in self.members]
+        order += [m for m in self.members if m not in order]
+        names: dict[Any, str] = {}
+        for name in counts:
+            tid = topic_id(name)
+            if tid is not None:
+                names[tid] = name
+        ids = {name: tid for tid, name in names.items()}
+        specs = []
+        for member_id in order:
+            member = self.members[member_id]
+            subscribed = [ids[n] for n in JavaHashSet.of(member.subscribed_topic_names).keys() if n in ids]
+            old = JavaHashMap(0)
+            if member_id in self.target:
+                old = JavaHashMap()
+                for name, parts in self.target[member_id].items():
+                    if name in ids:
+                        old.put(ids[name], JavaHashSet.of(parts))
+            specs.append(MemberSpec(member_id, subscribed, old))
+        homogeneous = len({frozenset(m.subscribed_topic_names) for m in self.members.values()}) <= 1
+        result = simple_assign(specs, lambda tid: counts[names[tid]],
+                               lambda tid, p: p in self.initialized.get(names[tid], ()), homogeneous)
+        target: dict[str, OrderedAssignment] = {}
+        for member_id in order:
+            new = result.get(member_id)
+            ordered = {names[tid]: list(new[tid].keys()) for tid in new.keys()} if new is not None else {}
+            old_target = self.target.get(member_id)
+            same = old_target is not None and {t: set(p) for t, p in old_target.items()} == \
+                {t: set(p) for t, p in ordered.items()}
+            # an unchanged target keeps its old record (and so its order), as in Kafka
+            target[member_id] = old_target if same and old_target is not None else ordered
+        self.target = target
 
     def _reconcile(self, member: ShareMember) -> None:
         # no revocation in share groups: the member takes its target at the assignment epoch
@@ -227,7 +281,12 @@ class ShareGroup:
         if self.members.pop(member_id, None) is None:
             return
         self.target.pop(member_id, None)
+        self.member_order.remove(member_id)
         self.group_epoch += 1
+        if not self.members:
+            # Kafka 4.4 closes an emptied group's assignment at the new epoch (timestamp 0)
+            self.assignment_epoch = self.group_epoch
+            self.assignment_timestamp_ms = 0
         log.info("Member %s left share group %s: %s", member_id, self.group_id, reason)
 
     def expire_sessions(self, coordinator: GroupCoordinator, now: float) -> list[str]:
@@ -237,17 +296,16 @@ class ShareGroup:
             if now >= member.session_deadline:
                 self.remove_member(member.member_id, "session timeout")
                 gone.append(member.member_id)
-        if self.group_epoch > self.assignment_epoch:
-            self.maybe_assign(coordinator.topic_partition_count)
         return gone
 
 
-def _initialized_prefix(initialized: set[int], count: int) -> int:
-    """How many of a topic's first partitions are initialized (the assignor takes a count)."""
-    n = 0
-    while n < count and n in initialized:
-        n += 1
-    return n
+def _no_topic_ids(name: str) -> None:
+    return None
+
+
+def _now_ms(coordinator: Any) -> int:
+    now_ms = getattr(coordinator, "now_ms", None)
+    return int(now_ms()) if now_ms is not None else 0
 
 
 def share_cfg(coordinator: Any, key: str, group_id: str | None = None) -> int:
@@ -267,7 +325,8 @@ def share_cfg(coordinator: Any, key: str, group_id: str | None = None) -> int:
 
 #: broker setting -> the group config that overrides it for one group
 GROUP_OVERRIDES = {"group.share.session.timeout.ms": "share.session.timeout.ms",
-                   "group.share.heartbeat.interval.ms": "share.heartbeat.interval.ms"}
+                   "group.share.heartbeat.interval.ms": "share.heartbeat.interval.ms",
+                   "group.share.assignment.interval.ms": "share.assignment.interval.ms"}
 
 
 # ---------------------------------------------------------------------------------- persistence
@@ -296,9 +355,10 @@ def desired_records(group: ShareGroup, topic_id: Callable[[str], object | None])
         out[MEMBER_METADATA].append((key(MEMBER_METADATA, group_id=gid, member_id=m.member_id), value(
             MEMBER_METADATA, member_cls(rack_id=m.rack_id, client_id=m.client_id, client_host=m.client_host,
                                         subscribed_topic_names=list(m.subscribed_topic_names)))))
+        target = [target_cls.TopicPartition(topic_id=topic_id(t), partitions=list(ps))
+                  for t, ps in group.target.get(m.member_id, {}).items() if topic_id(t) is not None]
         out[TARGET_ASSIGNMENT_MEMBER].append((key(TARGET_ASSIGNMENT_MEMBER, group_id=gid, member_id=m.member_id), value(
-            TARGET_ASSIGNMENT_MEMBER, target_cls(topic_partitions=partitions(
-                target_cls.TopicPartition, group.target.get(m.member_id, {}))))))
+            TARGET_ASSIGNMENT_MEMBER, target_cls(topic_partitions=target))))
         out[CURRENT_MEMBER_ASSIGNMENT].append((key(CURRENT_MEMBER_ASSIGNMENT, group_id=gid, member_id=m.member_id),
                                                value(CURRENT_MEMBER_ASSIGNMENT, current_cls(
                                                    member_epoch=m.member_epoch,
@@ -308,7 +368,8 @@ def desired_records(group: ShareGroup, topic_id: Callable[[str], object | None])
     out[GROUP_METADATA].append((key(GROUP_METADATA, group_id=gid),
                                 value(GROUP_METADATA, value_class(GROUP_METADATA)(epoch=group.group_epoch))))
     out[TARGET_ASSIGNMENT_METADATA].append((key(TARGET_ASSIGNMENT_METADATA, group_id=gid), value(
-        TARGET_ASSIGNMENT_METADATA, value_class(TARGET_ASSIGNMENT_METADATA)(assignment_epoch=group.assignment_epoch))))
+        TARGET_ASSIGNMENT_METADATA, value_class(TARGET_ASSIGNMENT_METADATA)(
+            assignment_epoch=group.assignment_epoch, assignment_timestamp=group.assignment_timestamp_ms))))
     if group.initialized:
         cls = value_class(STATE_PARTITION_METADATA)
         infos = []
@@ -338,6 +399,7 @@ def group_from_records(group_id: str, found: dict[int, dict[str, Any]], topic_na
     group.group_epoch = meta.epoch if meta is not None else 0
     target_meta = found.get(TARGET_ASSIGNMENT_METADATA, {}).get("")
     group.assignment_epoch = target_meta.assignment_epoch if target_meta is not None else 0
+    group.assignment_timestamp_ms = target_meta.assignment_timestamp if target_meta is not None else 0
 
     def names(tps: list) -> TopicPartitions:
         out: TopicPartitions = {}
@@ -351,9 +413,16 @@ def group_from_records(group_id: str, found: dict[int, dict[str, Any]], topic_na
         group.members[member_id] = ShareMember(
             member_id=member_id, rack_id=v.rack_id, client_id=v.client_id, client_host=v.client_host,
             subscribed_topic_names=list(v.subscribed_topic_names), session_deadline=session_deadline)
+    for member_id in group.members:
+        group.member_order.add(member_id)
     for member_id, v in found.get(TARGET_ASSIGNMENT_MEMBER, {}).items():
         if member_id in group.members:
-            group.target[member_id] = names(v.topic_partitions)
+            ordered: OrderedAssignment = {}
+            for tp in v.topic_partitions:
+                name = topic_name(tp.topic_id)
+                if name is not None:
+                    ordered.setdefault(name, []).extend(tp.partitions)
+            group.target[member_id] = ordered
     for member_id, v in found.get(CURRENT_MEMBER_ASSIGNMENT, {}).items():
         member = group.members.get(member_id)
         if member is not None:

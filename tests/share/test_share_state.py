@@ -92,6 +92,9 @@ class _Coord:
     def topic_partition_count(self, topic: str) -> int | None:
         return {"t": 2}.get(topic)
 
+    def _topic_id(self, topic: str) -> Uuid | None:
+        return {"t": Uuid(bytes(range(16)))}.get(topic)
+
 
 def _hb(group, coord, member, epoch, topics=None):
     return group.heartbeat(coord, member_id=member, member_epoch=epoch, rack_id=None, subscribed_topic_names=topics,
@@ -115,9 +118,9 @@ def test_share_group_join_share_and_leave():
     a = _hb(group, coord, "a", 1)  # initialized since the last assignment: a new epoch assigns them
     assert (a.member_epoch, a.assignment) == (2, {"t": {0, 1}})
     b = _hb(group, coord, "b", 0, ["t"])
-    assert b.member_epoch == 3 and b.assignment == {"t": {1}}
+    assert b.member_epoch == 3 and len(b.assignment["t"]) == 1
     a = _hb(group, coord, "a", 2)
-    assert a.member_epoch == 3 and a.assignment == {"t": {0}}
+    assert a.member_epoch == 3 and a.assignment["t"] | b.assignment["t"] == {0, 1}
     c = _hb(group, coord, "c", 0, ["t"])  # more members than partitions: partitions are shared
     assert sum(len(p["t"]) for p in (c.assignment,)) == 1
     assert _hb(group, coord, "a", 3).member_epoch == 4  # the previous epoch is still accepted once
