@@ -119,21 +119,39 @@ def run_kafka(version: str, workdir: Path, data: list[bytes], segment_bytes: int
             "records": int(m.group("end")) - int(m.group("start"))}
 
 
-def run_case(version: str, case: bench_cleaner.Case, base: Path, warm_up: bool, skip_odradek: bool,
-             worker: bool = True) -> dict[str, object]:
-    """Kafka, then Odradek, on one case; one row of figures."""
+def _loadavg() -> str:
+    """The whole /proc/loadavg line (1, 5, 15 min, runnable/all tasks): the machine's state beside a row."""
     try:
+        return Path("/proc/loadavg").read_text().strip()
+    except OSError:
+        return " ".join(f"{x:.2f}" for x in os.getloadavg())
+
+
+def run_case(version: str, case: bench_cleaner.Case, base: Path, warm_up: bool, skip_odradek: bool,
+             worker: bool = True, odradek_first: bool = False) -> dict[str, object]:
+    """Kafka and Odradek on one case (Kafka first unless `odradek_first`); one row of figures."""
+    loads = [_loadavg()]
+    ours = None
+    try:
+        if odradek_first and not skip_odradek:
+            ours = bench_cleaner.run(case, base / "odradek", worker=worker)
+            loads.append(_loadavg())
         # stamped now: with bench_cleaner's 2023 timestamps every segment would be past
         # min.compaction.lag.ms at once, and Kafka would clean while the topic fills
         data = list(bench_cleaner.case_batches(case, int(time.time() * 1000)))
         kafka = run_kafka(version, base / "kafka", data, case.segment_bytes, warm_up)
         del data
         shutil.rmtree(base / "kafka", ignore_errors=True)  # Kafka's files do not sit beside Odradek's round
-        ours = None if skip_odradek else bench_cleaner.run(case, base / "odradek", worker=worker)
+        loads.append(_loadavg())
+        if not odradek_first and not skip_odradek:
+            ours = bench_cleaner.run(case, base / "odradek", worker=worker)
+            loads.append(_loadavg())
     finally:
         shutil.rmtree(base, ignore_errors=True)
     row: dict[str, object] = {"case": case.name, "records": case.records, "keys": case.keys,
-                              "kafka_version": version, "warm_up": warm_up, "kafka": kafka}
+                              "kafka_version": version, "warm_up": warm_up, "kafka": kafka,
+                              "order": "odradek, kafka" if odradek_first else "kafka, odradek",
+                              "loadavg": loads, "at": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())}
     if ours is not None:
         dirty = float(ours["before_log"]) / (1024 * 1024)  # type: ignore[arg-type]
         ours = {k: v for k, v in ours.items() if k != "late"}
@@ -149,6 +167,10 @@ def main() -> None:
                     help="comma-separated cases of bench_cleaner.py (default 6, issue #28's; not 5, the throttled one)")
     ap.add_argument("--records", type=int, default=1_000_000, help="records of the scaled cases (not 6)")
     ap.add_argument("--repeat", type=int, default=1, help="rounds of every case (Kafka then Odradek each time)")
+    ap.add_argument("--first-round", type=int, default=0,
+                    help="number of the first round (rounds run as separate invocations keep distinct numbers)")
+    ap.add_argument("--alternate", action="store_true",
+                    help="odd rounds run Odradek before Kafka, so neither side always follows the other's writeback")
     ap.add_argument("--dir", type=Path, default=None)
     ap.add_argument("--json", type=Path, default=None, help="append one JSON line per round to this file")
     ap.add_argument("--skip-odradek", action="store_true")
@@ -161,11 +183,12 @@ def main() -> None:
     if any(c.rate != float("inf") for c in chosen):
         ap.error("the throttled case needs the broker-wide throttle; not run beside Kafka")
     rows = []
-    for rnd in range(args.repeat):
+    for rnd in range(args.first_round, args.first_round + args.repeat):
         for case in chosen:
             base = Path(tempfile.mkdtemp(prefix="bench-cleaner-kafka-", dir=args.dir))
             try:
-                row = run_case(args.version, case, base, args.warm_up, args.skip_odradek, not args.in_thread)
+                row = run_case(args.version, case, base, args.warm_up, args.skip_odradek, not args.in_thread,
+                               odradek_first=args.alternate and rnd % 2 == 1)
             except Exception as e:  # noqa: BLE001 - one failed case does not lose the others' rows
                 print(f"round {rnd} {case.name}: failed: {e!r}", file=sys.stderr, flush=True)
                 continue

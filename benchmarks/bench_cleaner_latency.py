@@ -136,7 +136,9 @@ class Probe:
             xs = sorted(s for t, k, s in self.samples if k == kind and start <= t <= end)
             if xs:
                 out[kind] = {"n": len(xs), "p50_ms": xs[len(xs) // 2] * 1e3, "p99_ms": xs[int(len(xs) * 0.99)] * 1e3,
-                             "max_ms": xs[-1] * 1e3, "over_5ms": sum(x > 0.005 for x in xs)}
+                             "max_ms": xs[-1] * 1e3, "over_5ms": sum(x > 0.005 for x in xs),
+                             # every answer, so rounds can be pooled (bench_cleaner_plot.py)
+                             "samples_ms": [round(x * 1e3, 3) for x in xs]}
         return out
 
 
@@ -158,12 +160,14 @@ def run_mode(worker: bool, records: int, base: Path, baseline_s: float) -> dict[
         probe.thread.start()
         time.sleep(baseline_s)
         load = os.getloadavg()[0]
+        loadavg = [Path("/proc/loadavg").read_text().strip()]
         t_lift = time.time()
         _alter(bootstrap, {"min.compaction.lag.ms": "0"}, TOPIC)
         deadline = time.monotonic() + 300
         while checkpointed(data_dir) <= max(before, 0) and time.monotonic() < deadline:
             time.sleep(0.01)
         t_done = time.time()
+        loadavg.append(Path("/proc/loadavg").read_text().strip())
         if checkpointed(data_dir) <= max(before, 0):
             raise RuntimeError("the partition was not cleaned in 300 s")
         time.sleep(1.2)  # the loop monitor writes a line a second
@@ -174,6 +178,7 @@ def run_mode(worker: bool, records: int, base: Path, baseline_s: float) -> dict[
         mon_clean = loop_monitor.summarize(loop_monitor.read_window(loop_file, t_lift, t_done))
         keep = ("max_held_ms", "max_held_task", "lag_max_ms", "max_cpu_ms", "max_ms")
         return {"mode": "worker process" if worker else "thread", "records": records, "load": load,
+                "loadavg": loadavg, "at": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(t_lift)),
                 "cleaning_s": t_done - t_lift,
                 "baseline": {"probe": probe.window(t_lift - baseline_s, t_lift),
                              "loop": {k: mon_base[k] for k in keep}},

@@ -23,42 +23,85 @@ def load(path: Path) -> list[dict]:
     return [json.loads(line) for line in path.read_text().splitlines() if line.strip()]
 
 
+def _load_range(rs: list[dict]) -> str:
+    """The 1-minute load averages seen around a case's rounds (the /proc/loadavg lines of
+    bench_cleaner_kafka, or each side's load at its cleaning in older lines)."""
+    loads = [float(x.split()[0]) for r in rs for x in r.get("loadavg", ())] or \
+        [r["kafka"]["load"] for r in rs] + [r["odradek"]["load"] for r in rs]
+    return f"{min(loads):.1f}-{max(loads):.1f}"
+
+
 def compaction_table(rows: list[dict]) -> tuple[str, list[tuple[str, list[float], list[float], float]]]:
     cases: dict[str, list[dict]] = {}
     for r in rows:
         if "odradek" in r:
             cases.setdefault(r["case"], []).append(r)
-    out = ["| case | records | rounds | Kafka MiB/s (median) | Odradek MiB/s (median) | Odradek/Kafka (median of rounds) "
-           "| per round |", "|---|---|---|---|---|---|---|"]
+    out = ["| case | records | rounds | Kafka MiB/s (median, min-max) | Odradek MiB/s (median, min-max) "
+           "| Odradek/Kafka (median of rounds) | per round | Odradek CPU s / wall s (median) | load |",
+           "|---|---|---|---|---|---|---|---|---|"]
     series = []
     for case, rs in cases.items():
         kafka = [r["kafka"]["mib_s"] for r in rs]
         ours = [r["odradek"]["mib_s"] for r in rs]
         ratios = [r["ratio"] for r in rs]
         med = statistics.median(ratios)
-        out.append(f"| {case} | {rs[0]['records']:,} | {len(rs)} | {statistics.median(kafka):.1f} "
-                   f"| {statistics.median(ours):.1f} | **{med:.2f}x** | {', '.join(f'{x:.2f}' for x in ratios)} |")
+        cpu = statistics.median(r["odradek"]["cpu"] for r in rs)
+        wall = statistics.median(r["odradek"]["elapsed"] for r in rs)
+        out.append(f"| {case} | {rs[0]['records']:,} | {len(rs)} "
+                   f"| {statistics.median(kafka):.1f} ({min(kafka):.1f}-{max(kafka):.1f}) "
+                   f"| {statistics.median(ours):.1f} ({min(ours):.1f}-{max(ours):.1f}) | **{med:.2f}x** "
+                   f"| {', '.join(f'{x:.2f}' for x in ratios)} | {cpu:.2f} / {wall:.2f} | {_load_range(rs)} |")
         series.append((case, kafka, ours, med))
     return "\n".join(out), series
 
 
+def _pct(xs: list[float], q: float) -> float:
+    return xs[min(len(xs) - 1, int(len(xs) * q))]
+
+
+def _cell(p: dict | None) -> str:
+    return f"{p['p50_ms']:.2f} / {p['p99_ms']:.2f} / {p['max_ms']:.2f}" if p else "-"
+
+
 def latency_table(rows: list[dict]) -> str:
-    out = ["| cleaner | round | window | ApiVersions p99 / max ms | Fetch p99 / max ms | answers over 5 ms "
-           "| loop: longest hold ms | loop watchdog max lag ms |", "|---|---|---|---|---|---|---|---|"]
+    """Per run, the baseline window (same broker, no cleaning) beside the cleaning window; the
+    last rows pool every run's answers per mode (when the lines carry their samples)."""
+    out = ["| cleaner | round | load (1 min) | window | s | ApiVersions p50 / p99 / max ms | Fetch p50 / p99 / max ms "
+           "| answers over 5 ms | loop: longest hold ms | loop watchdog max lag ms |",
+           "|---|---|---|---|---|---|---|---|---|---|"]
+    pooled: dict[tuple[str, str], dict[str, list[float]]] = {}
+    holds: dict[tuple[str, str], list[float]] = {}
     for r in rows:
+        mode = "worker" if r["mode"].startswith("worker") else "thread"
         for window in ("baseline", "cleaning"):
             w = r[window]
-            cells = []
             over = total = 0
             for kind in ("ApiVersions", "Fetch"):
                 p = w["probe"].get(kind)
                 if p:
                     over += p["over_5ms"]
                     total += p["n"]
-                cells.append(f"{p['p99_ms']:.2f} / {p['max_ms']:.2f}" if p else "-")
-            out.append(f"| {r['mode']} | {r.get('round', 0)} | {'before cleaning' if window == 'baseline' else window} "
-                       f"| {cells[0]} | {cells[1]} | {over} of {total} | {w['loop']['max_held_ms']:.2f} "
-                       f"| {w['loop']['lag_max_ms']:.2f} |")
+                    pooled.setdefault((mode, window), {}).setdefault(kind, []).extend(p.get("samples_ms", ()))
+            holds.setdefault((mode, window), []).append(w["loop"]["max_held_ms"])
+            secs = f"{r['cleaning_s']:.2f}" if window == "cleaning" else ""
+            out.append(f"| {mode} | {r.get('round', 0)} | {r['load']:.1f} "
+                       f"| {'no cleaning' if window == 'baseline' else 'cleaning'} | {secs} "
+                       f"| {_cell(w['probe'].get('ApiVersions'))} | {_cell(w['probe'].get('Fetch'))} "
+                       f"| {over} of {total} | {w['loop']['max_held_ms']:.2f} | {w['loop']['lag_max_ms']:.2f} |")
+    for (mode, window), kinds in pooled.items():
+        cells = []
+        over = total = 0
+        for kind in ("ApiVersions", "Fetch"):
+            xs = sorted(kinds.get(kind, ()))
+            if not xs:
+                cells.append("-")
+                continue
+            over += sum(x > 5 for x in xs)
+            total += len(xs)
+            cells.append(f"{_pct(xs, 0.5):.2f} / {_pct(xs, 0.99):.2f} / {xs[-1]:.2f}")
+        if total:
+            out.append(f"| {mode} | **all** | | {'no cleaning' if window == 'baseline' else 'cleaning'} | "
+                       f"| {cells[0]} | {cells[1]} | {over} of {total} | {max(holds[mode, window]):.2f} | |")
     return "\n".join(out)
 
 
