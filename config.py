@@ -220,6 +220,8 @@ BROKER_CONFIGS: dict[str, ConfigKey] = _keys(
     _k("group.consumer.session.timeout.ms", _long, 45000, "Session timeout of consumer-protocol (KIP-848) members."),
     _k("group.consumer.heartbeat.interval.ms", _long, 5000, "Heartbeat interval of consumer-protocol members."),
     _k("group.consumer.max.size", _long, 2**31 - 1, "Largest number of members of a consumer-protocol group."),
+    _k("group.consumer.assignment.interval.ms", _long, 1000,
+       "Least time between two target assignments of a consumer-protocol group (Kafka 4.4)."),
     _k("group.consumer.migration.policy", _str, "bidirectional",
        "Online migration of consumer groups between the classic and consumer protocols: bidirectional, "
        "upgrade, downgrade or disabled (group_coordinator/migration.py)."),

@@ -379,7 +379,8 @@ class GroupCoordinator:
                         group_values[record.group] = record.value
                 elif isinstance(record, rec.ConsumerGroupRecord):
                     by_type = consumer_found.setdefault(record.group, {}).setdefault(record.key_version, {})
-                    member = getattr(record.key, "member_id", "")
+                    # per member, per regular expression (resolved regex records), or the group's
+                    member = getattr(record.key, "member_id", None) or getattr(record.key, "regular_expression", "")
                     raw = consumer_bytes.setdefault(record.group, {})
                     assert key is not None
                     if record.value is None:
@@ -403,13 +404,12 @@ class GroupCoordinator:
             self.groups[group_id] = self._group_from_value(group_id, value, now)
         session_s = self.cfg("group.consumer.session.timeout.ms") / 1000
         for group_id, found in consumer_found.items():
-            if not found.get(rec.CONSUMER_GROUP_METADATA_KEY_VERSION):
-                continue  # the group was deleted (its epoch record is a tombstone)
+            if not any(found.values()):
+                continue  # the group was deleted (its records are tombstones)
             group = consumer_records.group_from_records(group_id, found, self._topic_name, now + session_s)
             group.persisted = consumer_bytes.get(group_id, {})
-            group.list_topics = self.topic_names
-            # Kafka keeps a hash of the subscribed topics' metadata to notice changes made while it
-            # was down; this coordinator takes the topics as they are now.
+            self.wire_consumer_group(group)
+            # the stored metadata hash tells the next heartbeat whether topics changed meanwhile
             group.subscribed_partitions = group.partition_counts(self.topic_partition_count)
             self.groups[group_id] = group
         share_groups.load(self, share_found, share_bytes)
@@ -1247,6 +1247,15 @@ class GroupCoordinator:
             return  # logged by _append; the next change writes the full difference again
         group.persisted = desired
 
+    def _topic_meta(self, name: str) -> tuple[bytes, int] | None:
+        topic = self.broker.metadata.get(name) if self.broker is not None and self.broker.metadata else None
+        return (topic.topic_id.bytes, topic.partitions) if topic is not None else None
+
+    def wire_consumer_group(self, group: ConsumerGroup) -> None:
+        """Give a consumer group its views of the cluster's topics."""
+        group.list_topics = self.topic_names
+        group.topic_meta = self._topic_meta
+
     def topic_names(self) -> list[str]:
         """Names of every topic of the cluster."""
         if self.broker is None or self.broker.metadata is None:
@@ -1300,7 +1309,7 @@ class GroupCoordinator:
                 if member_epoch != 0:
                     raise GroupError(ErrorCode.GROUP_ID_NOT_FOUND, f"Consumer group {group_id} not found.")
                 group = ConsumerGroup(group_id)
-                group.list_topics = self.topic_names
+                self.wire_consumer_group(group)
                 self.groups[group_id] = group
             try:
                 result = group.heartbeat(
@@ -1318,6 +1327,11 @@ class GroupCoordinator:
             finally:
                 if converted or classic_before is None:
                     self._persist_consumer_group(group, converted)
+            if isinstance(group, ConsumerGroup) and group.regex_refresh_pending:
+                # Kafka resolves regular expressions in the background and writes what they
+                # match after the heartbeat that asked for it: a batch of its own
+                group.resolve_regexes(self.now_ms())
+                self._persist_consumer_group(group)
             return result
         except GroupError as exc:
             return HeartbeatResult(error=exc.code, error_message=str(exc) if str(exc) != exc.code.name else None)

@@ -128,8 +128,9 @@ def to_consumer_group(coordinator: GroupCoordinator, classic: ClassicGroup
         coordinator._answer_join(member, JoinResult(error=ErrorCode.REBALANCE_IN_PROGRESS, member_id=member.member_id))
         coordinator._answer_sync(member, SyncResult(error=ErrorCode.REBALANCE_IN_PROGRESS))
     group = cg.ConsumerGroup(classic.group_id)
-    group.list_topics = coordinator.topic_names
+    coordinator.wire_consumer_group(group)
     group.group_epoch = group.assignment_epoch = classic.generation_id
+    group.epoch_written = group.target_meta_written = True
     now = coordinator.monotonic()
     for m in classic.members.values():
         try:
@@ -153,6 +154,7 @@ def to_consumer_group(coordinator: GroupCoordinator, classic: ClassicGroup
         group.members[member.member_id] = member
         group.target[member.member_id] = cg._copy(assigned)
     group.subscribed_partitions = group.partition_counts(coordinator.topic_partition_count)
+    group.metadata_hash = group.compute_metadata_hash()
     desired = cg.desired_records(group, coordinator._topic_id)
     group.persisted = desired
     records: list[tuple[bytes, bytes | None]] = [(rec.group_metadata_key(classic.group_id), None), *desired.items()]
@@ -242,7 +244,7 @@ def fence_member(coordinator: GroupCoordinator, group: cg.ConsumerGroup, member_
             pass  # the write failed: the group stays as it was, the member is removed below
     group.remove_member(member_id, reason)
     if group.group_epoch > group.assignment_epoch and group.members:
-        group.compute_target(coordinator.topic_partition_count)
+        group.compute_target(coordinator.topic_partition_count, coordinator.now_ms())
     coordinator._persist_consumer_group(group)
 
 
@@ -350,14 +352,12 @@ def join(coordinator: GroupCoordinator, group: cg.ConsumerGroup, *, member_id: s
     member.client_id = client_id
     member.client_host = client_host
     member.classic = cg.ClassicMeta(session_timeout_ms, [(n, bytes(b)) for n, b in protocols])
-    partitions = group.partition_counts(coordinator.topic_partition_count)
-    if partitions != group.subscribed_partitions:
-        group.subscribed_partitions = partitions
-        bump = True
-    if bump:
-        group.group_epoch += 1
+    group.subscribed_partitions = group.partition_counts(coordinator.topic_partition_count)
+    new_hash = group.compute_metadata_hash()
+    if bump or new_hash != group.metadata_hash:
+        group.bump_epoch(new_hash)
     if group.group_epoch > group.assignment_epoch:
-        group.compute_target(coordinator.topic_partition_count)
+        group.compute_target(coordinator.topic_partition_count, coordinator.now_ms())
     now = coordinator.monotonic()
     group.reconcile(member, owned, now)
     coordinator._persist_consumer_group(group)
@@ -437,6 +437,6 @@ def leave(coordinator: GroupCoordinator, group: cg.ConsumerGroup,
             results.append(exc.code)
     if left:
         if group.members:
-            group.compute_target(coordinator.topic_partition_count)
+            group.compute_target(coordinator.topic_partition_count, coordinator.now_ms())
         coordinator._persist_consumer_group(group)
     return results

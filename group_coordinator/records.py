@@ -40,12 +40,18 @@ CONSUMER_GROUP_SCHEMAS = {
     6: ("ConsumerGroupTargetAssignmentMetadataKey", "ConsumerGroupTargetAssignmentMetadataValue"),
     7: ("ConsumerGroupTargetAssignmentMemberKey", "ConsumerGroupTargetAssignmentMemberValue"),
     8: ("ConsumerGroupCurrentMemberAssignmentKey", "ConsumerGroupCurrentMemberAssignmentValue"),
+    16: ("ConsumerGroupRegularExpressionKey", "ConsumerGroupRegularExpressionValue"),
 }
 CONSUMER_GROUP_METADATA_KEY_VERSION = 3
 CONSUMER_GROUP_MEMBER_METADATA_KEY_VERSION = 5
 CONSUMER_GROUP_TARGET_ASSIGNMENT_METADATA_KEY_VERSION = 6
 CONSUMER_GROUP_TARGET_ASSIGNMENT_MEMBER_KEY_VERSION = 7
 CONSUMER_GROUP_CURRENT_MEMBER_ASSIGNMENT_KEY_VERSION = 8
+CONSUMER_GROUP_REGULAR_EXPRESSION_KEY_VERSION = 16
+#: ConsumerGroupMemberMetadataValue's tagged ClassicMemberMetadata as Kafka writes it for a
+#: consumer-protocol member: Kafka's default for a struct field is an empty struct, so a null is
+#: not the default and is written (tag 0, one byte, 0 = null)
+EXPLICIT_NULL_CLASSIC_METADATA = [(0, b"\x00")]
 
 OFFSET_COMMIT_VALUE_VERSION = 3
 OFFSET_COMMIT_VALUE_VERSION_WITH_EXPIRY = 1

@@ -619,8 +619,10 @@ class _Compiler:
             # struct
             if n:
                 m = self.fresh("m")
+                # Kafka marks a null struct -1, but 0 inside a tagged field (an unsigned varint)
+                null = "<= 0" if b == "tbuf" else "< 0"
                 return [f"{ind}{m}, = _I8.unpack_from({b}, pos)", f"{ind}pos += 1",
-                        f"{ind}if {m} < 0:", f"{ind}    {target} = None", f"{ind}else:",
+                        f"{ind}if {m} {null}:", f"{ind}    {target} = None", f"{ind}else:",
                         f"{ind}    {target}, pos = d_{t}({b}, pos)"]
             return [f"{ind}{target}, pos = d_{t}({b}, pos)"]
         cnt = self.fresh("n")
@@ -802,7 +804,7 @@ class _Compiler:
             call = self.struct_call(t, v, out, ind + ("    " if self.nullable(f) else ""), tagged)
             if self.nullable(f):
                 x = self.fresh("x")
-                return [f"{ind}{x} = {v}", f"{ind}if {x} is None:", f"{ind}    {out}.append(255)",
+                return [f"{ind}{x} = {v}", f"{ind}if {x} is None:", f"{ind}    {out}.append({0 if tagged else 255})",
                         f"{ind}else:", f"{ind}    {out}.append(1)"] + self.struct_call(
                             t, x, out, ind + "    ", tagged)
             return call

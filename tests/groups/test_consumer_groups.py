@@ -33,6 +33,10 @@ def test_range_assignor_gives_contiguous_ranges_first_members_get_more():
     assert got == {"a": {"t": {0, 1, 2}}, "b": {"t": {3, 4}}, "c": {"t": {5, 6}}}
 
 
+#: compute each new target assignment at once (Kafka 4.4 waits group.consumer.assignment.interval.ms)
+NO_INTERVAL = {"group.consumer.assignment.interval.ms": 0}
+
+
 class _Topics:
     def __init__(self, counts):
         self.counts = counts
@@ -53,25 +57,26 @@ def test_second_member_only_gets_partitions_after_the_first_revokes_them():
                       client_host="/h")
 
         a = beat("A", 0, topics=["t"])
-        assert a.error == E.NONE and a.member_epoch == 1 and a.assignment == {"t": {0, 1, 2, 3}}
+        # Kafka 4.4: a new group is at epoch 1, its first bump gives 2
+        assert a.error == E.NONE and a.member_epoch == 2 and a.assignment == {"t": {0, 1, 2, 3}}
         b = beat("B", 0, topics=["t"])
-        assert b.member_epoch == 2 and b.assignment == {}  # everything is still owned by A
+        assert b.member_epoch == 3 and b.assignment == {}  # everything is still owned by A
         group = c.groups["cg"]
         assert isinstance(group, ConsumerGroup) and group.state_name() == "Reconciling"
-        a = beat("A", 1, owned={"t": {0, 1, 2, 3}})
-        assert a.member_epoch == 1 and a.assignment == {"t": {0, 1}}  # revoke first, epoch stays
-        a = beat("A", 1, owned={"t": {0, 1}})  # revocation acknowledged
-        assert a.member_epoch == 2
-        b = beat("B", 2, owned={})
+        a = beat("A", 2, owned={"t": {0, 1, 2, 3}})
+        assert a.member_epoch == 2 and a.assignment == {"t": {0, 1}}  # revoke first, epoch stays
+        a = beat("A", 2, owned={"t": {0, 1}})  # revocation acknowledged
+        assert a.member_epoch == 3
+        b = beat("B", 3, owned={})
         assert b.assignment == {"t": {2, 3}} and group.state_name() == "Stable"
         assert beat("B", 7).error == E.FENCED_MEMBER_EPOCH
         assert beat("Z", 3).error == E.UNKNOWN_MEMBER_ID
         left = beat("A", -1)
         assert left.member_epoch == -1 and "A" not in group.members
-        b = beat("B", 2, owned={"t": {2, 3}})
-        assert b.member_epoch == 3 and b.assignment == {"t": {0, 1, 2, 3}}
+        b = beat("B", 3, owned={"t": {2, 3}})
+        assert b.member_epoch == 4 and b.assignment == {"t": {0, 1, 2, 3}}
 
-    run_with_coordinator(None, scenario)
+    run_with_coordinator(None, scenario, **NO_INTERVAL)
 
 
 def test_consumer_group_session_expiry_moves_partitions():
@@ -102,7 +107,7 @@ def test_consumer_group_state_is_written_and_reloaded(tmp_path):
     from odradek.group_coordinator import records as rec
     from odradek.wire.records import iter_batches
 
-    broker = FakeBroker(tmp_path)
+    broker = FakeBroker(tmp_path, **NO_INTERVAL)
     broker.metadata.create_topic("t", 4, {})
     state = {}
 
@@ -115,9 +120,9 @@ def test_consumer_group_state_is_written_and_reloaded(tmp_path):
     async def before(c):
         beat(c, "A", 0, topics=["t"])
         beat(c, "B", 0, topics=["t"])
-        beat(c, "A", 1, owned={"t": {0, 1, 2, 3}})  # revoke half
-        beat(c, "A", 1, owned={"t": {0, 1}})
-        b = beat(c, "B", 2, owned={})
+        beat(c, "A", 2, owned={"t": {0, 1, 2, 3}})  # revoke half
+        beat(c, "A", 2, owned={"t": {0, 1}})
+        b = beat(c, "B", 3, owned={})
         assert b.assignment == {"t": {2, 3}}
         state["b_epoch"] = b.member_epoch
         c.commit_offsets("cg", [("t", 2, 9, -1, "", -1)])
@@ -135,12 +140,12 @@ def test_consumer_group_state_is_written_and_reloaded(tmp_path):
     async def after(c):
         group = c.groups["cg"]
         assert isinstance(group, ConsumerGroup)
-        assert group.group_epoch == group.assignment_epoch == 2
+        assert group.group_epoch == group.assignment_epoch == 3
         assert group.members["B"].assigned == {"t": {2, 3}} and group.members["A"].assigned == {"t": {0, 1}}
         assert group.members["A"].rack_id == "r1" and group.members["A"].client_host == "/10.0.0.1"
         # the assignment epochs (Kafka 4.4's AssignmentEpochs) come back too
-        assert group.members["A"].epochs == {("t", 0): 1, ("t", 1): 1}
-        assert group.members["B"].epochs == {("t", 2): 2, ("t", 3): 2}
+        assert group.members["A"].epochs == {("t", 0): 2, ("t", 1): 2}
+        assert group.members["B"].epochs == {("t", 2): 3, ("t", 3): 3}
         assert group.state_name() == "Stable"
         # the member carries on with its epoch after the restart
         again = beat(c, "B", state["b_epoch"], owned={"t": {2, 3}})
@@ -165,7 +170,7 @@ def test_consumer_group_state_is_written_and_reloaded(tmp_path):
 def test_regex_subscription_matches_topics_and_picks_up_new_ones(tmp_path):
     from groups_testutil import FakeBroker
 
-    broker = FakeBroker(tmp_path)
+    broker = FakeBroker(tmp_path, **NO_INTERVAL)
     broker.metadata.create_topic("orders-eu", 2, {})
     broker.metadata.create_topic("payments", 2, {})
 
@@ -177,13 +182,23 @@ def test_regex_subscription_matches_topics_and_picks_up_new_ones(tmp_path):
 
     async def scenario(c):
         assert beat(c, 0, regex="orders-(").error == E.INVALID_REGULAR_EXPRESSION
+        # Kafka 4.4 resolves a new regex after the heartbeat: the member joins at epoch 1 with
+        # nothing, the resolution bumps the group to 2, the next heartbeat gets the partitions
         first = beat(c, 0, regex="orders-.*")
-        assert first.error == E.NONE and first.assignment == {"orders-eu": {0, 1}}
+        assert first.error == E.NONE and first.member_epoch == 1 and first.assignment == {}
+        group = c.groups["rx"]
+        assert group.group_epoch == 2 and group.resolved["orders-.*"].topics == {"orders-eu"}
+        second = beat(c, 1, owned={})
+        assert second.member_epoch == 2 and second.assignment == {"orders-eu": {0, 1}}
         broker.metadata.create_topic("orders-us", 1, {})
-        again = beat(c, first.member_epoch, owned={"orders-eu": {0, 1}})
-        assert again.member_epoch == first.member_epoch + 1
+        # a new topic is looked for at most every 10 s
+        assert beat(c, 2, owned={"orders-eu": {0, 1}}).member_epoch == 2
+        c._clock_ms = lambda: group.resolved["orders-.*"].timestamp + 10_001
+        beat(c, 2, owned={"orders-eu": {0, 1}})
+        again = beat(c, 2, owned={"orders-eu": {0, 1}})
+        assert again.member_epoch == 3
         assert again.assignment == {"orders-eu": {0, 1}, "orders-us": {0}}
-        assert c.groups["rx"].subscribed_topic_names() == {"orders-eu", "orders-us"}
+        assert group.subscribed_topic_names() == {"orders-eu", "orders-us"}
 
     run_with_coordinator(broker, scenario)
 
@@ -247,25 +262,25 @@ def test_commit_with_an_older_member_epoch_for_partitions_held_since_then():
                 return exc.code
             return E.NONE
 
-        beat("A", 0, topics=["t"])                   # A: epoch 1, t-0..3 since epoch 1
-        beat("B", 0, topics=["t"])                   # group epoch 2
-        beat("A", 1, owned={"t": {0, 1, 2, 3}})      # A revokes t-2, t-3 (still epoch 1)
-        assert code("A", 1, [2, 3]) == E.NONE        # pending revocation: still A's to commit
-        assert beat("A", 1, owned={"t": {0, 1}}).member_epoch == 2
-        assert beat("B", 2, owned={}).assignment == {"t": {2, 3}}
-        assert code("A", 1, [0, 1]) == E.NONE        # held since epoch 1
-        assert code("A", 1, [0, 2]) == E.STALE_MEMBER_EPOCH  # t-2 went to B
-        assert code("B", 1, [2]) == E.STALE_MEMBER_EPOCH     # B has held t-2 since epoch 2
-        assert code("B", 2, [2]) == E.NONE
-        assert code("A", 3, [0]) == E.STALE_MEMBER_EPOCH     # newer than the member's
-        assert code("A", 1, [0], transactional=True, version=4) == E.NONE
-        assert code("A", 1, [2], transactional=True, version=4) == E.ILLEGAL_GENERATION
-        assert code("A", 1, [0], version=9) == E.NONE
+        beat("A", 0, topics=["t"])                   # A: epoch 2, t-0..3 since epoch 2
+        beat("B", 0, topics=["t"])                   # group epoch 3
+        beat("A", 2, owned={"t": {0, 1, 2, 3}})      # A revokes t-2, t-3 (still epoch 2)
+        assert code("A", 2, [2, 3]) == E.NONE        # pending revocation: still A's to commit
+        assert beat("A", 2, owned={"t": {0, 1}}).member_epoch == 3
+        assert beat("B", 3, owned={}).assignment == {"t": {2, 3}}
+        assert code("A", 2, [0, 1]) == E.NONE        # held since epoch 2
+        assert code("A", 2, [0, 2]) == E.STALE_MEMBER_EPOCH  # t-2 went to B
+        assert code("B", 2, [2]) == E.STALE_MEMBER_EPOCH     # B has held t-2 since epoch 3
+        assert code("B", 3, [2]) == E.NONE
+        assert code("A", 4, [0]) == E.STALE_MEMBER_EPOCH     # newer than the member's
+        assert code("A", 2, [0], transactional=True, version=4) == E.NONE
+        assert code("A", 2, [2], transactional=True, version=4) == E.ILLEGAL_GENERATION
+        assert code("A", 2, [0], version=9) == E.NONE
         # without the partitions (a caller that cannot say) an older epoch is refused
         with pytest.raises(GroupError):
-            c.validate_offset_commit("cg", 1, "A", None, 9)
+            c.validate_offset_commit("cg", 2, "A", None, 9)
 
-    run_with_coordinator(None, scenario)
+    run_with_coordinator(None, scenario, **NO_INTERVAL)
 
 
 def test_offset_fetch_checks_any_member_or_epoch_given():

@@ -139,9 +139,9 @@ def test_offset_delete_and_kip848_apis(tmp_path):
             first = await call(broker, 68, version, group_id=group, member_id="" if version == 0 else "m1",
                                member_epoch=0, rebalance_timeout_ms=5000, subscribed_topic_names=["t"],
                                server_assignor="range", topic_partitions=[])
-            assert first.error_code == 0 and first.member_epoch == 1 and first.member_id
+            assert first.error_code == 0 and first.member_epoch == 2 and first.member_id
             assert sorted(first.assignment.topic_partitions[0].partitions) == [0, 1]
-            again = await call(broker, 68, version, group_id=group, member_id=first.member_id, member_epoch=1,
+            again = await call(broker, 68, version, group_id=group, member_id=first.member_id, member_epoch=2,
                                rebalance_timeout_ms=-1, topic_partitions=[Hb.TopicPartitions(
                                    topic_id=broker.metadata.get("t").topic_id, partitions=[0, 1])])
             assert again.error_code == 0 and again.assignment is None
