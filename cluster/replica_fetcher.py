@@ -12,6 +12,7 @@ leader's, never past the local log end.
 from __future__ import annotations
 
 import logging
+import threading
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
@@ -74,20 +75,35 @@ class ReplicaFetcherManager:
         self.faults = Faults()
         #: the follower-side replication throttle (cluster.replication_quota)
         self.quota = quota
+        #: Kafka's partitionMapLock: a fetch response's batches are appended (in a worker thread)
+        #: under it, a partition at a time, and `follow`/`remove` take it, so once the partition's
+        #: leadership changes no batch of the old leader's lands in its log (an append racing a
+        #: become-leader put the old epoch's batches after the new epoch's start, and lost the
+        #: new epoch from the leader-epoch-checkpoint)
+        self.lock = threading.Lock()
 
     def follow(self, key: tuple[str, int], part: Partition, leader: int, leader_epoch: int) -> None:
         """Follow `leader` for this partition from now on (a new leader or epoch: Kafka's makeFollower)."""
         current = self.followed.get(key)
         if current is not None and current.leader == leader and current.leader_epoch == leader_epoch:
             return
-        self.followed[key] = Followed(part, leader, leader_epoch)
+        with self.lock:
+            self.followed[key] = Followed(part, leader, leader_epoch)
         if leader >= 0:
             log.info("[ReplicaFetcherManager broker=%d] Following %s from leader %d in epoch %d", self.node_id,
                      part.name, leader, leader_epoch)
             self._ensure_fetcher(leader)
 
     def remove(self, key: tuple[str, int]) -> None:
-        self.followed.pop(key, None)
+        """Stop following the partition; returns once no append of a fetched batch is under way
+        for it (Kafka's removeFetcherForPartitions)."""
+        if key in self.followed:
+            with self.lock:
+                self.followed.pop(key, None)
+
+    def is_followed(self, f: Followed) -> bool:
+        """Whether `f` is still how this broker follows its partition (not removed or replaced)."""
+        return self.followed.get((f.part.topic, f.part.index)) is f
 
     def start(self, nursery: trio.Nursery) -> None:
         self.nursery = nursery
@@ -199,12 +215,22 @@ class ReplicaFetcherManager:
         if appends:
             # the file work leaves the event loop; nothing else appends to a follower's log
             with trio.CancelScope(shield=True):
-                await trio.to_thread.run_sync(_append_all, appends)
+                await trio.to_thread.run_sync(self._append_all, appends)
             if self.quota is not None and self.quota.throttled:
                 self.quota.record(sum(len(data) for f, data, _p in appends if self.quota.is_throttled(f.part.topic,
                                                                                                     f.part.index)))
         if backoff:
             await trio.sleep(BACKOFF_S)
+
+    def _append_all(self, appends: list[tuple[Followed, bytes, Any]]) -> None:
+        """Append each partition's batches from the leader, then take its high watermark and log
+        start (in a worker thread; a partition no longer followed as fetched is skipped)."""
+        for f, data, p in appends:
+            with self.lock:
+                plog = f.part.log
+                if plog is None or plog.closed or not self.is_followed(f):
+                    continue
+                _append_fetched(f, plog, data, p)
 
     def _truncate_to_diverging(self, f: Followed, epoch: int, end_offset: int) -> None:
         """Kafka's truncateOnFetchResponse: cut the log where it left the leader's."""
@@ -223,6 +249,8 @@ class ReplicaFetcherManager:
         plog = f.part.log
         assert plog is not None
         latest = await self._list_offset(conn, f, -1)
+        if not self.is_followed(f) or f.part.log is not plog:
+            return  # the partition's leadership changed while we asked
         if latest is not None and plog.log_end_offset > latest:
             log.info("[ReplicaFetcher replicaId=%d] Truncating %s to the leader's log end %d", self.node_id,
                      f.part.name, latest)
@@ -230,6 +258,8 @@ class ReplicaFetcherManager:
             plog.high_watermark = min(plog.high_watermark, plog.log_end_offset)
             return
         earliest = await self._list_offset(conn, f, -2)
+        if not self.is_followed(f) or f.part.log is not plog:
+            return
         if earliest is not None and earliest > plog.log_end_offset:
             log.info("[ReplicaFetcher replicaId=%d] %s starts over at the leader's log start %d", self.node_id,
                      f.part.name, earliest)
@@ -247,21 +277,16 @@ class ReplicaFetcherManager:
         return None
 
 
-def _append_all(appends: list[tuple[Followed, bytes, Any]]) -> None:
-    """Append each partition's batches from the leader, then take its high watermark and log start."""
-    for f, data, p in appends:
-        plog = f.part.log
-        if plog is None or plog.closed:
-            continue
-        for batch in iter_batches(data):
-            if batch.header().base_offset < plog.log_end_offset:
-                continue  # already here (a fetch that raced a truncation)
-            plog.append_as_follower(batch._mv)  # noqa: SLF001 - the batch's own bytes
-        if p.high_watermark >= 0:
-            plog.high_watermark = min(p.high_watermark, plog.log_end_offset)
-        f.in_sync = plog.log_end_offset >= p.high_watermark
-        if p.log_start_offset > plog.log_start_offset:
-            try:
-                plog.delete_records_before(min(p.log_start_offset, plog.high_watermark))
-            except Exception:  # noqa: BLE001 - the leader's start moves again with the next fetch
-                log.debug("log start of %s not moved to %d", plog.name, p.log_start_offset)
+def _append_fetched(f: Followed, plog: Any, data: bytes, p: Any) -> None:
+    for batch in iter_batches(data):
+        if batch.header().base_offset < plog.log_end_offset:
+            continue  # already here (a fetch that raced a truncation)
+        plog.append_as_follower(batch._mv)  # noqa: SLF001 - the batch's own bytes
+    if p.high_watermark >= 0:
+        plog.high_watermark = min(p.high_watermark, plog.log_end_offset)
+    f.in_sync = plog.log_end_offset >= p.high_watermark
+    if p.log_start_offset > plog.log_start_offset:
+        try:
+            plog.delete_records_before(min(p.log_start_offset, plog.high_watermark))
+        except Exception:  # noqa: BLE001 - the leader's start moves again with the next fetch
+            log.debug("log start of %s not moved to %d", plog.name, p.log_start_offset)

@@ -180,6 +180,8 @@ class ReplicaManager:
                     if part is not None:
                         if part.leader == self.node_id:
                             resigned.append(key)
+                        if self.fetchers is not None:
+                            self.fetchers.remove(key)
                         self._drop(part, "its topic was replaced")
                     part = self.partitions[key] = Partition(topic.name, index, topic.topic_id)
                 was_leader = part.leader == self.node_id
@@ -217,11 +219,13 @@ class ReplicaManager:
                     if part.replicated:
                         part.log.on_leader_append = lambda part=part: self.maybe_increment_high_watermark(part)
                     if new_epoch or not was_leader:
+                        if self.fetchers is not None:
+                            # first: waits out an append of the old leader's batches under way in
+                            # the fetcher's thread (Kafka removes the fetcher before makeLeader)
+                            self.fetchers.remove(key)
                         # Kafka's Partition.makeLeader: the new epoch starts at the log end offset
                         part.log.become_leader(state.leader_epoch)
                         part.reset_followers(now_ms())
-                        if self.fetchers is not None:
-                            self.fetchers.remove(key)
                         log.info("[ReplicaManager broker=%d] Leader %s with leader epoch %d", self.node_id,
                                  part.name, state.leader_epoch)
                     else:
