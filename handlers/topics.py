@@ -43,6 +43,12 @@ CreatePartitionsResponse = response_class(CREATE_PARTITIONS_KEY)
 DescribeTopicPartitionsResponse = response_class(DESCRIBE_TOPIC_PARTITIONS_KEY)
 
 MAX_PARTITIONS_PER_DESCRIBE = 2000
+#: Kafka 4.4's controller refuses a CreateTopics asking for more partitions in total, and a
+#: CreatePartitions adding more (ReplicationControlManager.MAX_PARTITIONS_PER_BATCH)
+MAX_PARTITIONS_PER_REQUEST = 10_000
+#: the most metadata records one request may write (QuorumController.MAX_RECORDS_PER_USER_OP):
+#: a topic is one TopicRecord, one ConfigRecord per config and one PartitionRecord per partition
+MAX_RECORDS_PER_USER_OP = 10_000
 
 log = logging.getLogger(__name__)
 _REGISTER_CHUNK = 25
@@ -264,7 +270,8 @@ def _check_replicas(ctx: RequestContext, replication_factor: int, assignments) -
         raise TopicError(
             ErrorCode.INVALID_REPLICATION_FACTOR,
             f"Unable to replicate the partition {replication_factor} time(s): The target replication factor of "
-            f"{replication_factor} cannot be reached because only 1 broker(s) are registered.",
+            f"{replication_factor} cannot be reached because only 1 broker(s) are registered or some brokers have all "
+            "their log directories cordoned.",  # Kafka 4.4's StripedReplicaPlacer
         )
 
 
@@ -299,8 +306,8 @@ def _ask_placement(broker, name: str, replication_factor: int, assignments) -> N
         controller.cluster.requested[name] = int(broker.config.get("default.replication.factor"))
 
 
-async def _create_one(ctx: RequestContext, wanted, validate_only: bool, quota: MutationQuota):
-    """Validate and (unless validate_only) create one topic; returns (topic or None, partitions, configs)."""
+def _validate_one(ctx: RequestContext, wanted) -> tuple[int, dict[str, str]]:
+    """Kafka's checks of one topic to create (TopicError if it fails); returns (partitions, configs)."""
     meta = ctx.broker.metadata
     problem = validate_topic_name(wanted.name)
     if problem is not None:
@@ -321,6 +328,40 @@ async def _create_one(ctx: RequestContext, wanted, validate_only: bool, quota: M
         configs = validate_topic_configs({c.name: c.value for c in wanted.configs})
     except InvalidConfig as exc:
         raise TopicError(ErrorCode.INVALID_CONFIG, str(exc)) from None
+    return partitions, configs
+
+
+def _requested_partitions(ctx: RequestContext, wanted) -> int:
+    """What Kafka's validateTotalNumberOfPartitions counts for one topic: its assignments, or its
+    partition count (-1: num.partitions; invalid counts add nothing)."""
+    if wanted.assignments:
+        return len(wanted.assignments)
+    if wanted.num_partitions == -1:
+        return int(ctx.broker.config.get("num.partitions"))
+    return max(wanted.num_partitions, 0)
+
+
+def _too_large(ctx: RequestContext, topics: list) -> str | None:
+    """Why Kafka's controller would refuse this whole CreateTopics (POLICY_VIOLATION), or None.
+    `topics` are the request's topics without duplicated names (the broker drops those before
+    the controller counts). validate_only requests are counted too, as Kafka builds their records."""
+    if sum(_requested_partitions(ctx, t) for t in topics) > MAX_PARTITIONS_PER_REQUEST:
+        return "Excessively large number of partitions per request."
+    records = 0
+    for wanted in topics:
+        try:
+            partitions, _ = _validate_one(ctx, wanted)
+        except TopicError:
+            continue  # a refused topic writes no records
+        records += 1 + len({c.name for c in wanted.configs if c.value is not None}) + partitions
+    if records > MAX_RECORDS_PER_USER_OP:
+        return "Unable to perform excessively large batch operation."
+    return None
+
+
+async def _create_one(ctx: RequestContext, wanted, validate_only: bool, quota: MutationQuota):
+    """Validate and (unless validate_only) create one topic; returns (topic or None, partitions, configs)."""
+    partitions, configs = _validate_one(ctx, wanted)
     _take_mutations(quota, partitions)
     if not validate_only:
         _ask_placement(ctx.broker, wanted.name, wanted.replication_factor, wanted.assignments)
@@ -335,19 +376,26 @@ async def handle_create_topics(ctx: RequestContext, header, request) -> object:
     results = []
     quota = mutation_quota(ctx, header, CREATE_TOPICS_STRICT_SINCE)
     async with admin_lock(ctx.broker):
+        refused = _too_large(ctx, [t for t in request.topics if t.name not in duplicates])
+        if refused is not None:
+            Result = CreateTopicsResponse.CreatableTopicResult
+            return CreateTopicsResponse(throttle_time_ms=_mutation_throttle_ms(ctx, quota), topics=[
+                Result(name=t.name, error_code=int(ErrorCode.POLICY_VIOLATION), error_message=refused,
+                       num_partitions=-1, replication_factor=-1, configs=None) for t in request.topics])
         for wanted in request.topics:
-            results.append(await _create_result(ctx, header.api_version, request, wanted, duplicates, quota))
+            if wanted.name not in duplicates:
+                results.append(await _create_result(ctx, header.api_version, request, wanted, quota))
+    # as Kafka 4.4's ControllerApis: a duplicated name is answered once, after the others
+    Result = CreateTopicsResponse.CreatableTopicResult
+    results += [Result(name=name, error_code=int(ErrorCode.INVALID_REQUEST), error_message="Duplicate topic name.",
+                       num_partitions=-1, replication_factor=-1, configs=None)
+                for name in dict.fromkeys(n for n in names if n in duplicates)]
     return CreateTopicsResponse(throttle_time_ms=_mutation_throttle_ms(ctx, quota), topics=results)
 
 
-async def _create_result(ctx: RequestContext, version: int, request, wanted, duplicates: set[str],
-                         quota: MutationQuota):
+async def _create_result(ctx: RequestContext, version: int, request, wanted, quota: MutationQuota):
     Result = CreateTopicsResponse.CreatableTopicResult
     ConfigEntry = CreateTopicsResponse.CreatableTopicConfigs
-    if wanted.name in duplicates:
-        return Result(name=wanted.name, error_code=int(ErrorCode.INVALID_REQUEST),
-                      error_message="Found multiple entries for this topic.",
-                      num_partitions=-1, replication_factor=-1, configs=None)
     try:
         topic, partitions, _ = await _create_one(ctx, wanted, request.validate_only, quota)
     except TopicError as exc:
@@ -424,9 +472,28 @@ async def handle_create_partitions(ctx: RequestContext, header, request) -> obje
     results = []
     quota = mutation_quota(ctx, header, CREATE_PARTITIONS_STRICT_SINCE)
     async with admin_lock(ctx.broker):
+        if _additional_partitions(ctx, request.topics, names) > MAX_PARTITIONS_PER_REQUEST:
+            # Kafka's controller refuses the whole request
+            Result = CreatePartitionsResponse.CreatePartitionsTopicResult
+            return CreatePartitionsResponse(throttle_time_ms=_mutation_throttle_ms(ctx, quota), results=[
+                Result(name=t.name, error_code=int(ErrorCode.POLICY_VIOLATION),
+                       error_message="Excessively large number of additional partitions per request.")
+                for t in request.topics])
         for wanted in request.topics:
             results.append(await _create_partitions_result(ctx, request, wanted, names, quota))
     return CreatePartitionsResponse(throttle_time_ms=_mutation_throttle_ms(ctx, quota), results=results)
+
+
+def _additional_partitions(ctx: RequestContext, topics, names: list[str]) -> int:
+    """Partitions a CreatePartitions would add to existing topics (duplicated names not counted),
+    as Kafka's controller counts them."""
+    meta = ctx.broker.metadata
+    total = 0
+    for wanted in topics:
+        topic = meta.get(wanted.name) if names.count(wanted.name) == 1 else None
+        if topic is not None and wanted.count >= 0:
+            total += max(wanted.count - topic.partitions, 0)
+    return total
 
 
 async def _create_partitions_result(ctx: RequestContext, request, wanted, names: list[str], quota: MutationQuota):
@@ -437,13 +504,15 @@ async def _create_partitions_result(ctx: RequestContext, request, wanted, names:
             raise TopicError(ErrorCode.INVALID_REQUEST, "Duplicate topic name.")
         topic = meta.get(wanted.name)
         if topic is None:
-            raise TopicError(ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, "This server does not host this topic-partition.")
+            # Kafka 4.4's controller throws it without a message
+            raise TopicError(ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, None)
+        # Kafka 4.4's controller's words
+        if wanted.count == topic.partitions:
+            raise TopicError(ErrorCode.INVALID_PARTITIONS, f"Topic already has {topic.partitions} partition(s).")
         if wanted.count < topic.partitions:
             raise TopicError(ErrorCode.INVALID_PARTITIONS,
-                             f"Topic currently has {topic.partitions} partitions, which is higher than the "
-                             f"requested {wanted.count}.")
-        if wanted.count == topic.partitions:
-            raise TopicError(ErrorCode.INVALID_PARTITIONS, f"Topic already has {topic.partitions} partitions.")
+                             f"The topic {topic.name} currently has {topic.partitions} partition(s); {wanted.count} "
+                             "would not be an increase.")
         if wanted.assignments is not None and len(wanted.assignments) != wanted.count - topic.partitions:
             raise TopicError(ErrorCode.INVALID_REPLICA_ASSIGNMENT,
                              f"Attempted to add {wanted.count - topic.partitions} additional partition(s), but only "
