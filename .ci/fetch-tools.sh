@@ -5,7 +5,7 @@
 #     into .cache/m2, with each release's runtime classpath written to .cache/kafka-<version>.classpath;
 #   * Spark's Kafka connector (spark-sql-kafka-0-10) from compat-tests/spark-pom.xml, its classpath
 #     written to .cache/spark-kafka.classpath;
-#   * MirrorMaker 2 4.3.1 (connect-mirror and its 4.3.1 runtime) from compat-tests/mirror-pom.xml,
+#   * MirrorMaker 2 (connect-mirror 4.3.1 repackaged for the 4.4.0 jars) from compat-tests/mirror-pom.xml,
 #     its classpath written to .cache/connect-mirror.classpath;
 #   * Go (golang-go if missing) and the Go client programs of compat-tests/go/ (franz-go, from the
 #     Go module proxy), built into .cache/go/;
@@ -115,30 +115,33 @@ if [[ -f $SPARK_POM ]]; then
 fi
 
 # --- MirrorMaker 2 (issue #27) ------------------------------------------------------------------
-# MirrorMaker 4.3.1 (connect-mirror 4.4.0 is not on the reachable Maven Central) with its own Connect
-# runtime and clients 4.3.1 (it does not run on the 4.4 jars) and a log4j2 backend. Same reuse rule.
+# connect-mirror 4.3.1 (4.4.0 is not on the reachable Maven Central) repackaged by the Shade plugin
+# to run on Kafka 4.4.0's jars: compat-tests/mirror-pom.xml says why and what is rewritten. The
+# classpath file is that jar followed by Kafka 4.4.0's classpath (resolved above). Same reuse rule:
+# the stamp holds the pom's hash and the 4.4.0 stamp, and every jar must still exist.
 MIRROR_POM=compat-tests/mirror-pom.xml
 if [[ -f $MIRROR_POM ]]; then
   mirror_cp=$CACHE/connect-mirror.classpath
   mirror_stamp=$CACHE/connect-mirror.stamp
-  mirror_want="$(sha256sum "$MIRROR_POM" | cut -c1-16) connect-mirror"
+  mirror_want="$(sha256sum "$MIRROR_POM" | cut -c1-16) connect-mirror on $(<"$CACHE/kafka-4.4.0.stamp")"
   if ! classpath_ok "$mirror_cp" "$mirror_stamp" "$mirror_want"; then
-    log "resolving MirrorMaker 2 (connect-mirror) jars with Maven"
-    mirror_tmp=$mirror_cp.tmp.$$
+    log "building MirrorMaker 2 (connect-mirror 4.3.1 for the Kafka 4.4.0 jars) with Maven"
+    mirror_jar=$CACHE/connect-mirror/connect-mirror-4.3.1-on-kafka-4.4.jar
     mirror_ok=0
     for attempt in 1 2; do
-      if mvn -B -q -f "$MIRROR_POM" -Dmaven.repo.local="$M2" \
-          dependency:build-classpath -Dmdep.outputFile="$mirror_tmp" >"$CACHE/mvn-mirror.log" 2>&1; then
+      if mvn -B -q -f "$MIRROR_POM" -Dmaven.repo.local="$M2" -Dmirror.build.dir="$CACHE/connect-mirror/build" \
+          -Dmirror.jar="$mirror_jar" package >"$CACHE/mvn-mirror.log" 2>&1; then
         mirror_ok=1
         break
       fi
       log "maven attempt $attempt for connect-mirror failed; see $CACHE/mvn-mirror.log"
     done
-    if ((!mirror_ok)); then
+    if ((!mirror_ok)) || [[ ! -f $mirror_jar ]]; then
       tail -n 40 "$CACHE/mvn-mirror.log" >&2
       exit 1
     fi
-    mv "$mirror_tmp" "$mirror_cp"
+    echo "$mirror_jar:$(<"$CACHE/kafka-4.4.0.classpath")" >"$mirror_cp.tmp.$$"
+    mv "$mirror_cp.tmp.$$" "$mirror_cp"
     echo "$mirror_want" >"$mirror_stamp"
   fi
 fi

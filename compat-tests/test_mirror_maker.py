@@ -1,44 +1,59 @@
 """Issue #27, must show 5: MirrorMaker 2 (dedicated mode, ``org.apache.kafka.connect.mirror.MirrorMaker``)
-with Odradek as the target cluster, beside the same run with a live Kafka 4.4.0 as the target.
+with Odradek as the target cluster, compared with a live Kafka 4.4.0 as the target in the same run.
 
-The source is an Odradek broker with a topic of keyed records with headers and a consumer group
-that committed part of it. MirrorMaker replicates ``src -> dst`` with group offset sync on; the
-records (partition, offset, key, value, headers, timestamp) of ``src.<topic>`` and the group's
-translated offsets on the target are then the same on Odradek as on Kafka.
+One MirrorMaker process replicates an Odradek source cluster ``src`` to two targets at once:
+``odr`` (an Odradek broker) and ``kfk`` (Kafka 4.4.0). Both flows see the same source and the same
+steps, so everything MirrorMaker writes must come out the same on both targets: the mirrored
+records (partition, offset, key, value, headers, timestamp), the mirrored topic's configs, the
+checkpoints, and the consumer groups' translated offsets that MirrorMaker commits on the target.
 
-MirrorMaker is 4.3.1 (``compat-tests/mirror-pom.xml``): connect-mirror 4.4.0 is not on the
-reachable Maven Central, and 4.3.1 does not run on the 4.4 jars (it calls client internals 4.4
-removed), so it runs on its own 4.3.1 classpath (Connect runtime and clients 4.3.1).
+MirrorMaker is connect-mirror 4.3.1 running on Kafka 4.4.0's clients and Connect runtime (see
+``compat-tests/mirror-pom.xml``: 4.4.0 is not on the reachable Maven Central, and 4.3.1 needs only
+two relocated class references to run on the 4.4.0 jars).
 
-NOT RELIABLE YET, so it runs only with ``ODRADEK_MIRROR_MAKER=1``: of its three runs in issue
-#27's session one passed (31 s: records, headers and translated offsets equal on both targets)
-and two timed out on the Odradek target with every record mirrored but no translated offset for
-the partition committed mid-way (60 of 100; the one committed at its end was there). MirrorMaker
-translates an offset only from the offset syncs its store kept, which depends on timing, so the
-mid-partition commit is probably the test's flaw rather than Odradek's: the group now commits
-both partitions at their ends. Not run again since that change.
+Why the steps are what they are (MirrorMaker's rules, read from connect-mirror 4.3.1):
+
+* The source task writes an offset sync (upstream offset -> downstream offset) to
+  ``mm2-offset-syncs.<target>.internal`` on the source; with ``offset.lag.max=0`` it wants one
+  for every record, but keeps at most ten in flight and replaces a waiting one, so which
+  intermediate syncs exist depends on timing. The sync of a partition's last record always comes
+  (at the latest when the task commits, every ``offset.flush.interval.ms``).
+* The checkpoint task translates a committed upstream offset ``c`` from the newest sync it kept
+  with upstream offset <= ``c``: exactly (``downstream + 1``) only when that sync is for ``c - 1``.
+  Its store thins older syncs, and a task (re)started over an existing sync topic may keep only the
+  newest one. It never moves a checkpoint or a target group offset backwards.
+
+So the groups commit only where the newest sync is exactly the record before the commit: group
+``mm-readers`` after the first batch (partition 0 at 60 of what will be 100, partition 1 at its
+end), then a second batch fills partition 0 and group ``mm-late`` commits partition 0 at its new
+end. The test waits on conditions (the syncs in the sync topic, the translated offsets on the
+targets), never on sleeps, and the expected translations come from the syncs MirrorMaker wrote.
+That ``mm-late`` arrives after the second batch also shows ``mm-readers``' mid-partition offset did
+not move once the partition grew.
 """
 
 from __future__ import annotations
 
-import os
+import struct
 import subprocess
 import time
+from collections.abc import Callable
 from pathlib import Path
 
 import pytest
 from kafka_oracle import CACHE_DIR, FAST_JVM_OPTS, KAFKA_4_4, _log_config_args, in_ci, java_bin, require_tool
 
-pytestmark = pytest.mark.skipif(os.environ.get("ODRADEK_MIRROR_MAKER") != "1",
-                                reason="not passing yet (see the module docstring); ODRADEK_MIRROR_MAKER=1 runs it")
-
 TOPIC = "mm-orders"
-GROUP = "mm-readers"
-RECORDS = 200
-PARTITIONS = 2
-# the source group's committed offsets: the partitions' ends, which MirrorMaker can always translate
-COMMITTED = {0: 100, 1: 100}
 MIRRORED = f"src.{TOPIC}"
+PARTITIONS = 2
+TARGETS = ("odr", "kfk")
+#: records produced per partition before and after the first group's commit
+FIRST_BATCH = {0: 60, 1: 100}
+SECOND_BATCH = {0: 40, 1: 0}
+EARLY_GROUP = "mm-readers"  # commits after the first batch: partition 0 mid-way, partition 1 at its end
+LATE_GROUP = "mm-late"  # commits partition 0 at its end after the second batch
+SOURCE_TOPIC_CONFIGS = {"retention.ms": "86400000", "max.message.bytes": "2000000"}
+WAIT = 120.0
 
 
 def _mirror_classpath() -> str:
@@ -50,39 +65,147 @@ def _mirror_classpath() -> str:
     return path.read_text().strip()
 
 
-def _prepare_source(bootstrap: str) -> None:
-    from confluent_kafka import Consumer, Producer, TopicPartition
-    from confluent_kafka.admin import AdminClient, NewTopic
+# --- the source ------------------------------------------------------------------------------------
 
-    admin = AdminClient({"bootstrap.servers": bootstrap})
-    for f in admin.create_topics([NewTopic(TOPIC, PARTITIONS, 1)]).values():
-        f.result(30)
-    producer = Producer({"bootstrap.servers": bootstrap, "linger.ms": 0})
-    for i in range(RECORDS):
-        headers = [("seq", str(i).encode()), ("kind", b"even" if i % 2 == 0 else b"odd")]
-        if i % 7 == 0:
-            headers.append(("empty", b""))
-        producer.produce(TOPIC, key=f"k{i % 10}".encode(), value=f"order-{i}".encode(), partition=i % PARTITIONS,
-                         headers=headers, timestamp=1_700_000_000_000 + i)
-    producer.flush(30)
-    consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": GROUP, "enable.auto.commit": False})
+
+def _produce(bootstrap: str, batch: dict[int, int], start: dict[int, int], base_ts: int) -> None:
+    """Keyed records with headers (an empty and a null header value, some tombstones) to each partition.
+    The timestamps are recent: an old one would fall to the topic's retention.ms on the targets."""
+    from confluent_kafka import Producer
+
+    producer = Producer({"bootstrap.servers": bootstrap, "linger.ms": 0, "enable.idempotence": True})
+    for p, count in batch.items():
+        for n in range(start[p], start[p] + count):
+            i = n * PARTITIONS + p
+            headers: list[tuple[str, bytes | None]] = [("seq", str(i).encode()), ("kind", b"even" if n % 2 == 0 else b"odd")]
+            if n % 7 == 0:
+                headers += [("empty", b""), ("null", None)]
+            value = None if n % 13 == 5 else f"order-{i}".encode()
+            producer.produce(TOPIC, key=f"k{i % 10}".encode(), value=value, partition=p, headers=headers,
+                             timestamp=base_ts + i)
+    assert producer.flush(30) == 0
+
+
+def _commit(bootstrap: str, group: str, offsets: dict[int, int]) -> None:
+    from confluent_kafka import Consumer, TopicPartition
+
+    consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": group, "enable.auto.commit": False})
     try:
-        consumer.commit(offsets=[TopicPartition(TOPIC, p, o) for p, o in COMMITTED.items()], asynchronous=False)
+        consumer.commit(offsets=[TopicPartition(TOPIC, p, o) for p, o in offsets.items()], asynchronous=False)
     finally:
         consumer.close()
 
 
-def _run_mirror_maker(source: str, target: str, workdir: Path) -> None:
-    """MirrorMaker (dedicated mode) until the target has every record and the group's translated offsets."""
-    workdir.mkdir(parents=True, exist_ok=True)
+def _read_all(bootstrap: str, topic: str, partitions: range) -> list:
+    """Every record of ``topic``'s ``partitions`` up to their current ends (read_uncommitted)."""
+    from confluent_kafka import Consumer, TopicPartition
+
+    consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": "mm-test-reader", "enable.auto.commit": False})
+    out = []
+    try:
+        ends = {p: consumer.get_watermark_offsets(TopicPartition(topic, p), timeout=10)[1] for p in partitions}
+        pending = {p for p, end in ends.items() if end > 0}
+        consumer.assign([TopicPartition(topic, p, 0) for p in pending])
+        deadline = time.monotonic() + 30
+        errors = []
+        while pending and time.monotonic() < deadline:
+            msg = consumer.poll(0.5)
+            if msg is None:
+                continue
+            if msg.error():
+                errors.append(msg.error())
+                continue
+            out.append(msg)
+            if msg.offset() + 1 >= ends[msg.partition()]:
+                pending.discard(msg.partition())
+        assert not pending, f"{bootstrap} {topic}: could not read to {ends}, read {len(out)}, errors {errors[-5:]}"
+    finally:
+        consumer.close()
+    return out
+
+
+def _offset_syncs(source: str, target: str) -> dict[int, dict[int, int]]:
+    """The offset syncs MirrorMaker wrote for ``target`` so far: partition -> {upstream: downstream}."""
+    from confluent_kafka import KafkaException
+
+    syncs: dict[int, dict[int, int]] = {}
+    try:
+        msgs = _read_all(source, f"mm2-offset-syncs.{target}.internal", range(1))
+    except KafkaException:
+        return syncs  # not created yet
+    for msg in msgs:
+        key, value = msg.key(), msg.value()
+        (n,) = struct.unpack_from(">h", key)
+        topic = key[2:2 + n].decode()
+        (partition,) = struct.unpack_from(">i", key, 2 + n)
+        upstream, downstream = struct.unpack(">qq", value)
+        if topic == TOPIC:
+            syncs.setdefault(partition, {})[upstream] = downstream
+    return syncs
+
+
+# --- the targets -----------------------------------------------------------------------------------
+
+
+def _group_offsets(bootstrap: str, group: str) -> dict[int, int]:
+    from confluent_kafka import ConsumerGroupTopicPartitions
+    from confluent_kafka.admin import AdminClient
+
+    admin = AdminClient({"bootstrap.servers": bootstrap})
+    try:
+        result = admin.list_consumer_group_offsets([ConsumerGroupTopicPartitions(group)])[group].result(10)
+    except Exception:
+        return {}
+    return {tp.partition: tp.offset for tp in result.topic_partitions if tp.topic == MIRRORED and tp.offset >= 0}
+
+
+def _records(bootstrap: str, topic: str = MIRRORED) -> list[tuple]:
+    """(partition, offset, key, value, headers, timestamp) of every record of ``topic``."""
+    return sorted(
+        (m.partition(), m.offset(), m.key(), m.value(),
+         tuple((k, None if v is None else bytes(v)) for k, v in (m.headers() or [])), m.timestamp())
+        for m in _read_all(bootstrap, topic, range(PARTITIONS))
+    )
+
+
+def _checkpoints(bootstrap: str) -> dict[tuple[str, str, int], tuple[int, int, str]]:
+    """The newest checkpoint per (group, topic, partition) in ``src.checkpoints.internal``."""
+    def string(buf: bytes, pos: int) -> tuple[str, int]:
+        (n,) = struct.unpack_from(">h", buf, pos)
+        return buf[pos + 2:pos + 2 + n].decode(), pos + 2 + n
+
+    out = {}
+    for msg in _read_all(bootstrap, "src.checkpoints.internal", range(1)):
+        key, value = msg.key(), msg.value()
+        group, pos = string(key, 0)
+        topic, pos = string(key, pos)
+        (partition,) = struct.unpack_from(">i", key, pos)
+        version, upstream, downstream = struct.unpack_from(">hqq", value)
+        assert version == 0
+        metadata, _ = string(value, 18)
+        out[(group, topic, partition)] = (upstream, downstream, metadata)
+    return out
+
+
+def _topic_state(bootstrap: str) -> tuple[int, dict[str, str]]:
+    """The mirrored topic's partition count and the configs set on it (not defaults)."""
+    from confluent_kafka.admin import AdminClient, ConfigResource, ConfigSource
+
+    admin = AdminClient({"bootstrap.servers": bootstrap})
+    partitions = len(admin.list_topics(MIRRORED, timeout=10).topics[MIRRORED].partitions)
+    resource = ConfigResource(ConfigResource.Type.TOPIC, MIRRORED)
+    entries = admin.describe_configs([resource])[resource].result(10)
+    dynamic = ConfigSource.DYNAMIC_TOPIC_CONFIG.value
+    return partitions, {name: e.value for name, e in entries.items() if e.source == dynamic}
+
+
+# --- MirrorMaker -----------------------------------------------------------------------------------
+
+
+def _start_mirror_maker(source: str, targets: dict[str, str], workdir: Path) -> subprocess.Popen:
     props = {
-        "clusters": "src, dst",
+        "clusters": ", ".join(["src", *targets]),
         "src.bootstrap.servers": source,
-        "dst.bootstrap.servers": target,
-        "src->dst.enabled": "true",
-        "dst->src.enabled": "false",
-        "src->dst.topics": TOPIC,
-        "src->dst.groups": GROUP,
         "replication.factor": "1",
         "checkpoints.topic.replication.factor": "1",
         "heartbeats.topic.replication.factor": "1",
@@ -97,97 +220,127 @@ def _run_mirror_maker(source: str, target: str, workdir: Path) -> None:
         "refresh.topics.interval.seconds": "1",
         "refresh.groups.interval.seconds": "1",
         "emit.heartbeats.interval.seconds": "1",
+        # an offset sync for every mirrored record (see the module docstring)
         "offset.lag.max": "0",
     }
+    for alias, bootstrap in targets.items():
+        props |= {
+            f"{alias}.bootstrap.servers": bootstrap,
+            f"src->{alias}.enabled": "true",
+            f"{alias}->src.enabled": "false",
+            f"src->{alias}.topics": TOPIC,
+            f"src->{alias}.groups": f"{EARLY_GROUP}, {LATE_GROUP}",
+            # the worker commits its tasks (and so sends a waiting offset sync) every second
+            f"{alias}.offset.flush.interval.ms": "1000",
+        }
+    workdir.mkdir(parents=True, exist_ok=True)
     config = workdir / "mm2.properties"
     config.write_text("".join(f"{k}={v}\n" for k, v in props.items()))
-    log = workdir / "mm2.log"
-    # log4j2 config as for Kafka 4.x (MirrorMaker 4.3.1 logs through log4j2 too)
-    cmd = [java_bin("java"), *FAST_JVM_OPTS, "-Xmx512m", *_log_config_args(KAFKA_4_4, log),
+    cmd = [java_bin("java"), *FAST_JVM_OPTS, "-Xmx512m", *_log_config_args(KAFKA_4_4, workdir / "mm2.log"),
            "-cp", _mirror_classpath(), "org.apache.kafka.connect.mirror.MirrorMaker", str(config)]
     with open(workdir / "mm2.out", "w") as out:
-        proc = subprocess.Popen(cmd, stdout=out, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL)
+        return subprocess.Popen(cmd, stdout=out, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL)
+
+
+def _stop(proc: subprocess.Popen) -> None:
+    proc.terminate()
     try:
-        deadline = time.monotonic() + 180
-        while not _target_done(target):
-            assert proc.poll() is None, (workdir / "mm2.out").read_text()[-4000:]
-            assert time.monotonic() < deadline, (
-                f"MirrorMaker did not finish: {len(_target_records(target))} records, "
-                f"offsets {_target_offsets(target)}")
-            time.sleep(1)
-        time.sleep(3)  # another sync round: the offsets must not move any more
-    finally:
-        proc.terminate()
-        try:
-            proc.wait(60)
-        except subprocess.TimeoutExpired:
-            proc.kill()
-            proc.wait(30)
+        proc.wait(60)
+    except subprocess.TimeoutExpired:
+        proc.kill()
+        proc.wait(30)
 
 
-def _target_offsets(target: str) -> dict[int, int]:
-    from confluent_kafka import ConsumerGroupTopicPartitions
-    from confluent_kafka.admin import AdminClient
-
-    admin = AdminClient({"bootstrap.servers": target})
-    try:
-        result = admin.list_consumer_group_offsets([ConsumerGroupTopicPartitions(GROUP)])[GROUP].result(10)
-    except Exception:
-        return {}
-    return {tp.partition: tp.offset for tp in result.topic_partitions if tp.topic == MIRRORED and tp.offset >= 0}
-
-
-def _target_done(target: str) -> bool:
-    from confluent_kafka import Consumer, TopicPartition
-
-    consumer = Consumer({"bootstrap.servers": target, "group.id": "mm-check"})
-    try:
-        ends = []
-        for p in range(PARTITIONS):
-            try:
-                ends.append(consumer.get_watermark_offsets(TopicPartition(MIRRORED, p), timeout=5)[1])
-            except Exception:
-                return False
-    finally:
-        consumer.close()
-    return sum(ends) >= RECORDS and len(_target_offsets(target)) == len(COMMITTED)
+def _wait_for(what: str, check: Callable[[], object], proc: subprocess.Popen, workdir: Path) -> None:
+    deadline = time.monotonic() + WAIT
+    while True:
+        state = check()
+        if state is True:
+            return
+        if proc.poll() is not None:
+            log = (workdir / "mm2.out").read_text()[-3000:] + (workdir / "mm2.log").read_text()[-3000:]
+            pytest.fail(f"MirrorMaker exited ({proc.returncode}) waiting for {what}:\n{log}")
+        if time.monotonic() > deadline:
+            pytest.fail(f"MirrorMaker did not get to {what} in {WAIT:.0f} s; last state: {state}")
+        time.sleep(0.5)
 
 
-def _target_records(target: str) -> list[tuple]:
-    from confluent_kafka import Consumer, TopicPartition
-
-    consumer = Consumer({"bootstrap.servers": target, "group.id": "mm-read", "enable.auto.commit": False})
-    out = []
-    try:
-        consumer.assign([TopicPartition(MIRRORED, p, 0) for p in range(PARTITIONS)])
-        idle = time.monotonic()
-        while len(out) < RECORDS and time.monotonic() - idle < 10:
-            msg = consumer.poll(0.5)
-            if msg is None or msg.error():
-                continue
-            idle = time.monotonic()
-            out.append((msg.partition(), msg.offset(), msg.key(), msg.value(),
-                        tuple((k, bytes(v) if v is not None else None) for k, v in (msg.headers() or [])),
-                        msg.timestamp()))
-    finally:
-        consumer.close()
-    return sorted(out)
+def _translated(syncs: dict[int, dict[int, int]], committed: dict[int, int]) -> dict[int, int] | None:
+    """What MirrorMaker translates ``committed`` to, given that the newest sync is for the record before
+    each committed offset (None while such a sync is missing)."""
+    out = {}
+    for p, c in committed.items():
+        if c - 1 not in syncs.get(p, {}):
+            return None
+        out[p] = syncs[p][c - 1] + 1
+    return out
 
 
 def test_mirror_maker_to_odradek_as_to_kafka(odradek_broker_factory, kafka_broker_factory, tmp_path):
     pytest.importorskip("confluent_kafka")
+    from confluent_kafka.admin import AdminClient, NewTopic
+
+    _mirror_classpath()  # skip (or fail in CI) before starting anything
     source = odradek_broker_factory()
-    _prepare_source(source.bootstrap)
-    o_target = odradek_broker_factory()
-    _run_mirror_maker(source.bootstrap, o_target.bootstrap, tmp_path / "to-odradek")
-    o_records, o_offsets = _target_records(o_target.bootstrap), _target_offsets(o_target.bootstrap)
-    o_target.stop()
-    k_target = kafka_broker_factory(version=KAFKA_4_4)
-    _run_mirror_maker(source.bootstrap, k_target.bootstrap, tmp_path / "to-kafka")
-    k_records, k_offsets = _target_records(k_target.bootstrap), _target_offsets(k_target.bootstrap)
-    k_target.stop()
-    assert len(o_records) == RECORDS
-    assert o_records == k_records
-    assert ("seq", b"7") in o_records[[r[3] for r in o_records].index(b"order-7")][4]
-    assert o_offsets == k_offsets
-    assert o_offsets and all(0 < o_offsets[p] <= COMMITTED[p] for p in COMMITTED)
+    targets = {"odr": odradek_broker_factory().bootstrap, "kfk": kafka_broker_factory(version=KAFKA_4_4).bootstrap}
+    admin = AdminClient({"bootstrap.servers": source.bootstrap})
+    for f in admin.create_topics([NewTopic(TOPIC, PARTITIONS, 1, config=SOURCE_TOPIC_CONFIGS)]).values():
+        f.result(30)
+    base_ts = int(time.time() * 1000) - 60_000
+    _produce(source.bootstrap, FIRST_BATCH, {p: 0 for p in FIRST_BATCH}, base_ts)
+    ends = dict(FIRST_BATCH)
+
+    workdir = tmp_path / "mm2"
+    proc = _start_mirror_maker(source.bootstrap, targets, workdir)
+    try:
+        def syncs_at(committed: dict[int, int]) -> Callable[[], object]:
+            def check() -> object:
+                found = {t: _translated(_offset_syncs(source.bootstrap, t), committed) for t in TARGETS}
+                return True if all(found.values()) else found
+            return check
+
+        def translated_on_targets(group: str, committed: dict[int, int]) -> Callable[[], object]:
+            def check() -> object:
+                want = {t: _translated(_offset_syncs(source.bootstrap, t), committed) for t in TARGETS}
+                have = {t: _group_offsets(targets[t], group) for t in TARGETS}
+                return True if have == want else {"want": want, "have": have}
+            return check
+
+        # 1. the first batch mirrored, up to the sync of each partition's last record; then the early commit
+        _wait_for(f"the offset syncs at {ends}", syncs_at(ends), proc, workdir)
+        early = {0: ends[0], 1: ends[1]}
+        _commit(source.bootstrap, EARLY_GROUP, early)
+        _wait_for(f"{EARLY_GROUP}'s translated offsets", translated_on_targets(EARLY_GROUP, early), proc, workdir)
+        early_translated = {t: _group_offsets(targets[t], EARLY_GROUP) for t in TARGETS}
+
+        # 2. the second batch grows partition 0 past the early commit; then the late commit at its new end
+        _produce(source.bootstrap, SECOND_BATCH, ends, base_ts)
+        ends = {p: ends[p] + SECOND_BATCH[p] for p in ends}
+        _wait_for(f"the offset syncs at {ends}", syncs_at(ends), proc, workdir)
+        late = {0: ends[0]}
+        _commit(source.bootstrap, LATE_GROUP, late)
+        _wait_for(f"{LATE_GROUP}'s translated offsets", translated_on_targets(LATE_GROUP, late), proc, workdir)
+    finally:
+        _stop(proc)
+
+    # the mid-partition offset stayed where it was translated to, on both targets
+    assert {t: _group_offsets(targets[t], EARLY_GROUP) for t in TARGETS} == early_translated
+    assert early_translated["odr"] == early_translated["kfk"]
+    assert 0 < early_translated["odr"][0] < ends[0]
+    assert _group_offsets(targets["odr"], LATE_GROUP) == _group_offsets(targets["kfk"], LATE_GROUP)
+
+    records = {t: _records(targets[t]) for t in TARGETS}
+    assert len(records["odr"]) == sum(ends.values())
+    assert records["odr"] == records["kfk"]
+    # what the source holds, partition by partition, in order (the offsets may differ in general)
+    assert [(r[0], *r[2:]) for r in records["odr"]] == [(r[0], *r[2:]) for r in _records(source.bootstrap, TOPIC)]
+
+    checkpoints = {t: _checkpoints(targets[t]) for t in TARGETS}
+    assert checkpoints["odr"] == checkpoints["kfk"]
+    assert {(g, p) for g, _, p in checkpoints["odr"]} == {(EARLY_GROUP, 0), (EARLY_GROUP, 1), (LATE_GROUP, 0)}
+
+    topic_state = {t: _topic_state(targets[t]) for t in TARGETS}
+    assert topic_state["odr"] == topic_state["kfk"]
+    assert topic_state["odr"][0] == PARTITIONS
+    assert {k: topic_state["odr"][1].get(k) for k in SOURCE_TOPIC_CONFIGS} == SOURCE_TOPIC_CONFIGS
+
