@@ -1,7 +1,7 @@
 """Issue #26's share group measurement: share-consumer throughput and acknowledgement latency on
 Apache Kafka 4.4.0 and on Odradek, in the same run.
 
-Run: `python benchmarks/bench_share.py [--records 50000] [--consumers 2] [--json out.json]`
+Run: `python benchmarks/bench_share.py [--records 50000] [--consumers 2] [--rounds 3] [--json out.json]`
 (needs the Kafka jars of `compat-tests/kafka_oracle.py`, i.e. `.ci/fetch-tools.sh`).
 
 For each broker: a topic with two partitions and one share group whose consumers (confluent-kafka
@@ -9,13 +9,16 @@ For each broker: a topic with two partitions and one share group whose consumers
 records of 100 bytes are produced and the consumers take and accept them all. Throughput is the
 records accepted per second from the first record received to the last acknowledgement
 confirmed; the acknowledgement latency is the time ``commit_sync`` takes for one poll's records
-(the ShareAcknowledge round trip, the broker's state write included), as percentiles.
+(the ShareAcknowledge round trip, the broker's state write included), as percentiles. With
+``--rounds N`` the brokers alternate N times (each run on a fresh broker) and the medians of
+the runs are reported too; the machine's load average is recorded before each run.
 """
 
 from __future__ import annotations
 
 import argparse
 import json
+import os
 import statistics
 import sys
 import tempfile
@@ -105,21 +108,33 @@ def main() -> None:
     parser.add_argument("--consumers", type=int, default=2)
     parser.add_argument("--json", type=Path, help="write the results here")
     parser.add_argument("--brokers", default="kafka,odradek", help="which brokers, in order")
+    parser.add_argument("--rounds", type=int, default=1, help="alternate the brokers this many times")
     args = parser.parse_args()
     wanted = args.brokers.split(",")
-    results = {}
-    with tempfile.TemporaryDirectory(prefix="bench-share-") as work:
-        for name in wanted:
-            broker = (KafkaBroker(Path(work) / "kafka", version=KAFKA_4_4) if name == "kafka"
-                      else OdradekBroker(Path(work) / "odradek"))
-            broker.start()
-            try:
-                results[name] = run_one(broker.bootstrap, args.records, args.consumers)
-            finally:
-                broker.stop()
-            print(name, results[name], flush=True)
+    runs: dict[str, list[dict]] = {name: [] for name in wanted}
+    for round_no in range(args.rounds):
+        # alternate which broker goes first, so a drift in the machine's load hits both alike
+        order = wanted if round_no % 2 == 0 else list(reversed(wanted))
+        for name in order:
+            with tempfile.TemporaryDirectory(prefix="bench-share-") as work:
+                broker = (KafkaBroker(Path(work) / "kafka", version=KAFKA_4_4) if name == "kafka"
+                          else OdradekBroker(Path(work) / "odradek"))
+                broker.start()
+                try:
+                    load = os.getloadavg()[0]
+                    result = run_one(broker.bootstrap, args.records, args.consumers)
+                    result["load_1min"] = round(load, 2)
+                finally:
+                    broker.stop()
+            runs[name].append(result)
+            print(name, result, flush=True)
+    medians = {name: {k: statistics.median(r[k] for r in rs)
+                      for k in ("records_per_s", "ack_ms_p50", "ack_ms_p99", "ack_ms_mean", "commits")}
+               for name, rs in runs.items() if rs}
+    print("medians", medians, flush=True)
     if args.json:
-        args.json.write_text(json.dumps({"consumers": args.consumers, **results}, indent=2) + "\n")
+        args.json.write_text(json.dumps({"consumers": args.consumers, "records": args.records,
+                                         "medians": medians, "runs": runs}, indent=2) + "\n")
 
 
 if __name__ == "__main__":
