@@ -308,7 +308,7 @@ def test_mirror_maker_to_odradek_as_to_kafka(odradek_broker_factory, kafka_broke
 
         # 1. the first batch mirrored, up to the sync of each partition's last record; then the early commit
         _wait_for(f"the offset syncs at {ends}", syncs_at(ends), proc, workdir)
-        early = {0: ends[0], 1: ends[1]}
+        early = dict(ends)
         _commit(source.bootstrap, EARLY_GROUP, early)
         _wait_for(f"{EARLY_GROUP}'s translated offsets", translated_on_targets(EARLY_GROUP, early), proc, workdir)
         early_translated = {t: _group_offsets(targets[t], EARLY_GROUP) for t in TARGETS}
