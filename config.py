@@ -225,8 +225,8 @@ BROKER_CONFIGS: dict[str, ConfigKey] = _keys(
     _k("group.consumer.migration.policy", _str, "bidirectional",
        "Online migration of consumer groups between the classic and consumer protocols: bidirectional, "
        "upgrade, downgrade or disabled (group_coordinator/migration.py)."),
-    _k("group.coordinator.record.format", _str, "4.1",
-       "Odradek: which Kafka's __consumer_offsets record layout to write (4.1 or 3.9)."),
+    _k("group.coordinator.record.format", _str, "4.4",
+       "Odradek: which Kafka's __consumer_offsets record layout to write (4.4, 4.1 or 3.9)."),
     _k("transaction.state.log.num.partitions", _long, 50, "Partitions of __transaction_state."),
     _k("transaction.state.log.replication.factor", _long, 1, "Accepted for compatibility."),
     _k("transaction.state.log.min.isr", _long, 1, "Accepted for compatibility."),

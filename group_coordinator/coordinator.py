@@ -1112,7 +1112,8 @@ class GroupCoordinator:
             values.append(((topic, partition), value))
             records.append((rec.offset_commit_key(group_id, topic, partition),
                             rec.offset_commit_value(offset, leader_epoch, metadata, now, expire,
-                                                    self.format.offset_value_version)))
+                                                    self.format.offset_value_version,
+                                                    self._topic_id(topic) if self.format.offset_topic_id else None)))
         self._append(group_id, rec.offset_commit_batch(records, now, self.format))
         stored = self.offsets.setdefault(group_id, {})
         for tp, value in values:

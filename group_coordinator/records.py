@@ -69,13 +69,17 @@ class RecordFormat:
     commit_base_sequence: int  # baseSequence of OffsetCommit batches
     other_base_sequence: int  # baseSequence of every other coordinator batch
     empty_group_record_on_create: bool  # JoinGroup creating a group writes an empty GroupMetadata
+    offset_topic_id: bool = False  # OffsetCommitValue carries the topic's id (Kafka 4.4)
 
 
 FORMATS = {
     "3.9": RecordFormat("3.9", 3, 0, -1, False),
     "4.1": RecordFormat("4.1", 4, 0, 0, True),
+    # Kafka 4.4's broker fills in the topic id of every committed partition (whatever the
+    # OffsetCommit version) and the coordinator stores it in OffsetCommitValue's tagged TopicId
+    "4.4": RecordFormat("4.4", 4, 0, 0, True, True),
 }
-DEFAULT_FORMAT = "4.1"
+DEFAULT_FORMAT = "4.4"
 
 OffsetCommitKey = message_class("OffsetCommitKey")
 OffsetCommitValue = message_class("OffsetCommitValue")
@@ -116,18 +120,17 @@ def offset_commit_key(group: str, topic: str, partition: int) -> bytes:
 
 
 def offset_commit_value(offset: int, leader_epoch: int, metadata: str, commit_timestamp: int,
-                        expire_timestamp: int = -1, version: int = OFFSET_COMMIT_VALUE_VERSION) -> bytes:
-    """Value of an offset commit record: `version` (3 for Kafka 3.9, 4 for 4.1), or v1 when an
-    expire timestamp is given."""
+                        expire_timestamp: int = -1, version: int = OFFSET_COMMIT_VALUE_VERSION,
+                        topic_id: Any = None) -> bytes:
+    """Value of an offset commit record: `version` (3 for Kafka 3.9, 4 for 4.x), or v1 when an
+    expire timestamp is given; `topic_id` (a Uuid) only where the version has it (v4+)."""
     if expire_timestamp >= 0:
         version = OFFSET_COMMIT_VALUE_VERSION_WITH_EXPIRY
-    return _versioned(
-        "OffsetCommitValue", version,
-        OffsetCommitValue(
-            offset=offset, leader_epoch=leader_epoch, metadata=metadata,
-            commit_timestamp=commit_timestamp, expire_timestamp=expire_timestamp,
-        ),
-    )
+    value = OffsetCommitValue(offset=offset, leader_epoch=leader_epoch, metadata=metadata,
+                              commit_timestamp=commit_timestamp, expire_timestamp=expire_timestamp)
+    if topic_id is not None and version >= 4:
+        value.topic_id = topic_id
+    return _versioned("OffsetCommitValue", version, value)
 
 
 def group_metadata_key(group: str) -> bytes:
