@@ -142,7 +142,17 @@ class Probe:
         return out
 
 
-def run_mode(worker: bool, records: int, base: Path, baseline_s: float) -> dict[str, object]:
+def _children(pid: int) -> list[int]:
+    out: list[int] = []
+    for task in Path(f"/proc/{pid}/task").iterdir():
+        try:
+            out += [int(c) for c in (task / "children").read_text().split()]
+        except OSError:
+            pass
+    return out
+
+
+def run_mode(worker: bool, records: int, base: Path, baseline_s: float, worker_nice: int = 0) -> dict[str, object]:
     work = Path(tempfile.mkdtemp(prefix="bench-cleaner-latency-", dir=base))
     loop_file = work / "loop.jsonl"
     proc, bootstrap = start_broker(work, loop_file, worker)
@@ -154,6 +164,11 @@ def run_mode(worker: bool, records: int, base: Path, baseline_s: float) -> dict[
                      PROBE_TOPIC)
         data_dir = work / "data"
         warm_up_cleaner(bootstrap, data_dir)
+        if worker and worker_nice:
+            # an experiment, not what the broker does: the worker (started by the warm-up
+            # cleaning) yields the cores to the broker's event loop when both want one
+            for child in _children(proc.pid):
+                os.setpriority(os.PRIO_PROCESS, child, worker_nice)
         before = checkpointed(data_dir)
         time.sleep(1.0)  # let the produce tail settle
         probe = Probe(bootstrap)
@@ -177,7 +192,8 @@ def run_mode(worker: bool, records: int, base: Path, baseline_s: float) -> dict[
         mon_base = loop_monitor.summarize(loop_monitor.read_window(loop_file, t_lift - baseline_s + 0.5, t_lift - 0.1))
         mon_clean = loop_monitor.summarize(loop_monitor.read_window(loop_file, t_lift, t_done))
         keep = ("max_held_ms", "max_held_task", "lag_max_ms", "max_cpu_ms", "max_ms")
-        return {"mode": "worker process" if worker else "thread", "records": records, "load": load,
+        mode = ("worker process" + (f" (nice {worker_nice})" if worker_nice else "")) if worker else "thread"
+        return {"mode": mode, "records": records, "load": load,
                 "loadavg": loadavg, "at": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(t_lift)),
                 "cleaning_s": t_done - t_lift,
                 "baseline": {"probe": probe.window(t_lift - baseline_s, t_lift),
@@ -202,11 +218,15 @@ def main() -> None:
     ap.add_argument("--baseline-s", type=float, default=3.0)
     ap.add_argument("--dir", type=Path, default=None)
     ap.add_argument("--json", type=Path, default=None, help="append one JSON line per run to this file")
+    ap.add_argument("--worker-nice", type=int, default=0,
+                    help="experiment: renice the broker's cleaner worker by this much before the measured cleaning")
+    ap.add_argument("--first-round", type=int, default=0, help="number of the first round")
     args = ap.parse_args()
     rows = []
-    for rnd in range(args.repeat):
+    for rnd in range(args.first_round, args.first_round + args.repeat):
         for mode in args.modes.split(","):
-            row = run_mode(mode == "worker", args.records, args.dir or Path(tempfile.gettempdir()), args.baseline_s)
+            row = run_mode(mode == "worker", args.records, args.dir or Path(tempfile.gettempdir()), args.baseline_s,
+                           args.worker_nice)
             row["round"] = rnd
             rows.append(row)
             if args.json is not None:

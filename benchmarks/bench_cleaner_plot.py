@@ -72,7 +72,7 @@ def latency_table(rows: list[dict]) -> str:
     pooled: dict[tuple[str, str], dict[str, list[float]]] = {}
     holds: dict[tuple[str, str], list[float]] = {}
     for r in rows:
-        mode = "worker" if r["mode"].startswith("worker") else "thread"
+        mode = r["mode"].replace("worker process", "worker")
         for window in ("baseline", "cleaning"):
             w = r[window]
             over = total = 0
