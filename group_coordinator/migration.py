@@ -242,9 +242,7 @@ def fence_member(coordinator: GroupCoordinator, group: cg.ConsumerGroup, member_
             return
         except GroupError:
             pass  # the write failed: the group stays as it was, the member is removed below
-    group.remove_member(member_id, reason)
-    if group.group_epoch > group.assignment_epoch and group.members:
-        group.compute_target(coordinator.topic_partition_count, coordinator.now_ms())
+    group.remove_member(member_id, reason)  # as in Kafka, the next heartbeat or join computes the target
     coordinator._persist_consumer_group(group)
 
 
@@ -336,7 +334,7 @@ def join(coordinator: GroupCoordinator, group: cg.ConsumerGroup, *, member_id: s
     if member is None:
         member = cg.ConsumerMember(member_id=member_id, instance_id=instance_id)
         group.members[member_id] = member
-        bump = True
+    # as in Kafka 4.4, only a change of subscribed topics bumps the epoch (not joining, not a rack)
     topics = sorted(set(sub.topics))
     if topics != member.subscribed_topic_names:
         member.subscribed_topic_names = topics
@@ -344,7 +342,6 @@ def join(coordinator: GroupCoordinator, group: cg.ConsumerGroup, *, member_id: s
     rack = getattr(sub, "rack_id", None)
     if rack is not None and rack != member.rack_id:
         member.rack_id = rack
-        bump = True
     member.instance_id = instance_id if instance_id is not None else member.instance_id
     if rebalance_timeout_ms > 0:
         member.rebalance_timeout_ms = rebalance_timeout_ms
@@ -356,7 +353,7 @@ def join(coordinator: GroupCoordinator, group: cg.ConsumerGroup, *, member_id: s
     new_hash = group.compute_metadata_hash()
     if bump or new_hash != group.metadata_hash:
         group.bump_epoch(new_hash)
-    if group.group_epoch > group.assignment_epoch:
+    if group.group_epoch > group.assignment_epoch and group.may_assign(coordinator, coordinator.now_ms()):
         group.compute_target(coordinator.topic_partition_count, coordinator.now_ms())
     now = coordinator.monotonic()
     group.reconcile(member, owned, now)
@@ -436,7 +433,5 @@ def leave(coordinator: GroupCoordinator, group: cg.ConsumerGroup,
         except GroupError as exc:
             results.append(exc.code)
     if left:
-        if group.members:
-            group.compute_target(coordinator.topic_partition_count, coordinator.now_ms())
         coordinator._persist_consumer_group(group)
     return results
