@@ -873,7 +873,7 @@ async def handle_consumer_group_describe(ctx: RequestContext, header, request) -
         ]
         groups.append(R.DescribedGroup(
             error_code=0, group_id=group_id, group_state=group.state_name(), group_epoch=group.group_epoch,
-            assignment_epoch=group.assignment_epoch, assignor_name=group.assignor_name, members=members,
+            assignment_epoch=group.assignment_epoch, assignor_name=group.preferred_assignor(), members=members,
             authorized_operations=ops,
         ))
     return R(throttle_time_ms=0, groups=[_hide_undescribable_topics(R, g, allowed) for g in groups])
