@@ -7,6 +7,13 @@ steps, so everything MirrorMaker writes must come out the same on both targets: 
 records (partition, offset, key, value, headers, timestamp), the mirrored topic's configs, the
 checkpoints, and the consumer groups' translated offsets that MirrorMaker commits on the target.
 
+It runs twice: at least once (MirrorMaker's default), and exactly once
+(``<target>.exactly.once.source.support=enabled``, KIP-618: each task writes its records and
+source offsets in transactions on the target, after fencing older task generations). Exactly once,
+each flow's transaction markers take offsets wherever its own commits fell, so the downstream
+offsets may differ between the targets: then the records are compared without their offsets, and
+the translated offsets and checkpoints against each target's own offset syncs.
+
 MirrorMaker is connect-mirror 4.3.1 running on Kafka 4.4.0's clients and Connect runtime (see
 ``compat-tests/mirror-pom.xml``: 4.4.0 is not on the reachable Maven Central, and 4.3.1 needs only
 two relocated class references to run on the 4.4.0 jars).
@@ -41,7 +48,16 @@ from collections.abc import Callable
 from pathlib import Path
 
 import pytest
-from kafka_oracle import CACHE_DIR, FAST_JVM_OPTS, KAFKA_4_4, _log_config_args, in_ci, java_bin, require_tool
+from kafka_oracle import (
+    CACHE_DIR,
+    FAST_JVM_OPTS,
+    KAFKA_4_4,
+    _log_config_args,
+    free_port,
+    in_ci,
+    java_bin,
+    require_tool,
+)
 
 TOPIC = "mm-orders"
 MIRRORED = f"src.{TOPIC}"
@@ -97,10 +113,13 @@ def _commit(bootstrap: str, group: str, offsets: dict[int, int]) -> None:
 
 
 def _read_all(bootstrap: str, topic: str, partitions: range) -> list:
-    """Every record of ``topic``'s ``partitions`` up to their current ends (read_uncommitted)."""
-    from confluent_kafka import Consumer, TopicPartition
+    """Every record of ``topic``'s ``partitions`` up to their current ends (read_committed, librdkafka's
+    default). A partition is done at its end-of-partition event: a transaction marker may be its last
+    offset, so the last record's offset does not tell."""
+    from confluent_kafka import Consumer, KafkaError, TopicPartition
 
-    consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": "mm-test-reader", "enable.auto.commit": False})
+    consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": "mm-test-reader", "enable.auto.commit": False,
+                         "enable.partition.eof": True})
     out = []
     try:
         ends = {p: consumer.get_watermark_offsets(TopicPartition(topic, p), timeout=10)[1] for p in partitions}
@@ -112,12 +131,12 @@ def _read_all(bootstrap: str, topic: str, partitions: range) -> list:
             msg = consumer.poll(0.5)
             if msg is None:
                 continue
-            if msg.error():
-                errors.append(msg.error())
-                continue
-            out.append(msg)
-            if msg.offset() + 1 >= ends[msg.partition()]:
+            if msg.error() and msg.error().code() == KafkaError._PARTITION_EOF:
                 pending.discard(msg.partition())
+            elif msg.error():
+                errors.append(msg.error())
+            else:
+                out.append(msg)
         assert not pending, f"{bootstrap} {topic}: could not read to {ends}, read {len(out)}, errors {errors[-5:]}"
     finally:
         consumer.close()
@@ -202,7 +221,7 @@ def _topic_state(bootstrap: str) -> tuple[int, dict[str, str]]:
 # --- MirrorMaker -----------------------------------------------------------------------------------
 
 
-def _start_mirror_maker(source: str, targets: dict[str, str], workdir: Path) -> subprocess.Popen:
+def _start_mirror_maker(source: str, targets: dict[str, str], workdir: Path, exactly_once: bool) -> subprocess.Popen:
     props = {
         "clusters": ", ".join(["src", *targets]),
         "src.bootstrap.servers": source,
@@ -233,6 +252,12 @@ def _start_mirror_maker(source: str, targets: dict[str, str], workdir: Path) -> 
             # the worker commits its tasks (and so sends a waiting offset sync) every second
             f"{alias}.offset.flush.interval.ms": "1000",
         }
+        if exactly_once:
+            # KIP-618 source tasks: the mirrored records and the source offsets in one transaction
+            props[f"{alias}.exactly.once.source.support"] = "enabled"
+    if exactly_once:
+        # exactly-once in dedicated mode needs MirrorMaker's internal REST server (KIP-710)
+        props |= {"dedicated.mode.enable.internal.rest": "true", "listeners": f"http://127.0.0.1:{free_port()}"}
     workdir.mkdir(parents=True, exist_ok=True)
     config = workdir / "mm2.properties"
     config.write_text("".join(f"{k}={v}\n" for k, v in props.items()))
@@ -276,7 +301,8 @@ def _translated(syncs: dict[int, dict[int, int]], committed: dict[int, int]) -> 
     return out
 
 
-def test_mirror_maker_to_odradek_as_to_kafka(odradek_broker_factory, kafka_broker_factory, tmp_path):
+@pytest.mark.parametrize("exactly_once", [False, True], ids=["at-least-once", "exactly-once"])
+def test_mirror_maker_to_odradek_as_to_kafka(odradek_broker_factory, kafka_broker_factory, tmp_path, exactly_once):
     pytest.importorskip("confluent_kafka")
     from confluent_kafka.admin import AdminClient, NewTopic
 
@@ -289,58 +315,78 @@ def test_mirror_maker_to_odradek_as_to_kafka(odradek_broker_factory, kafka_broke
     base_ts = int(time.time() * 1000) - 60_000
     _produce(source.bootstrap, FIRST_BATCH, {p: 0 for p in FIRST_BATCH}, base_ts)
     ends = dict(FIRST_BATCH)
+    committed: dict[str, dict[int, int]] = {}
+    #: per target and group, the translation MirrorMaker's own offset syncs call for
+    want: dict[str, dict[str, dict[int, int] | None]] = {t: {} for t in TARGETS}
 
     workdir = tmp_path / "mm2"
-    proc = _start_mirror_maker(source.bootstrap, targets, workdir)
+    proc = _start_mirror_maker(source.bootstrap, targets, workdir, exactly_once)
     try:
-        def syncs_at(committed: dict[int, int]) -> Callable[[], object]:
+        def syncs_at(offsets: dict[int, int]) -> Callable[[], object]:
             def check() -> object:
-                found = {t: _translated(_offset_syncs(source.bootstrap, t), committed) for t in TARGETS}
+                found = {t: _translated(_offset_syncs(source.bootstrap, t), offsets) for t in TARGETS}
                 return True if all(found.values()) else found
             return check
 
-        def translated_on_targets(group: str, committed: dict[int, int]) -> Callable[[], object]:
+        def translated_on_targets(group: str) -> Callable[[], object]:
             def check() -> object:
-                want = {t: _translated(_offset_syncs(source.bootstrap, t), committed) for t in TARGETS}
+                for t in TARGETS:
+                    want[t][group] = _translated(_offset_syncs(source.bootstrap, t), committed[group])
                 have = {t: _group_offsets(targets[t], group) for t in TARGETS}
-                return True if have == want else {"want": want, "have": have}
+                return True if all(have[t] == want[t][group] for t in TARGETS) else {"want": want, "have": have}
             return check
 
         # 1. the first batch mirrored, up to the sync of each partition's last record; then the early commit
         _wait_for(f"the offset syncs at {ends}", syncs_at(ends), proc, workdir)
-        early = dict(ends)
-        _commit(source.bootstrap, EARLY_GROUP, early)
-        _wait_for(f"{EARLY_GROUP}'s translated offsets", translated_on_targets(EARLY_GROUP, early), proc, workdir)
-        early_translated = {t: _group_offsets(targets[t], EARLY_GROUP) for t in TARGETS}
+        committed[EARLY_GROUP] = dict(ends)
+        _commit(source.bootstrap, EARLY_GROUP, committed[EARLY_GROUP])
+        _wait_for(f"{EARLY_GROUP}'s translated offsets", translated_on_targets(EARLY_GROUP), proc, workdir)
 
         # 2. the second batch grows partition 0 past the early commit; then the late commit at its new end
         _produce(source.bootstrap, SECOND_BATCH, ends, base_ts)
         ends = {p: ends[p] + SECOND_BATCH[p] for p in ends}
         _wait_for(f"the offset syncs at {ends}", syncs_at(ends), proc, workdir)
-        late = {0: ends[0]}
-        _commit(source.bootstrap, LATE_GROUP, late)
-        _wait_for(f"{LATE_GROUP}'s translated offsets", translated_on_targets(LATE_GROUP, late), proc, workdir)
+        committed[LATE_GROUP] = {0: ends[0]}
+        _commit(source.bootstrap, LATE_GROUP, committed[LATE_GROUP])
+        _wait_for(f"{LATE_GROUP}'s translated offsets", translated_on_targets(LATE_GROUP), proc, workdir)
     finally:
         _stop(proc)
 
-    # the mid-partition offset stayed where it was translated to, on both targets
-    assert {t: _group_offsets(targets[t], EARLY_GROUP) for t in TARGETS} == early_translated
-    assert early_translated["odr"] == early_translated["kfk"]
-    assert 0 < early_translated["odr"][0] < ends[0]
-    assert _group_offsets(targets["odr"], LATE_GROUP) == _group_offsets(targets["kfk"], LATE_GROUP)
+    # the translated offsets and the checkpoints: as the syncs call for (the mid-partition offset did
+    # not move when the partition grew) and, at least once, the same on both targets
+    for t in TARGETS:
+        assert {g: _group_offsets(targets[t], g) for g in committed} == want[t]
+        assert _checkpoints(targets[t]) == {
+            (g, MIRRORED, p): (c, want[t][g][p], "") for g in committed for p, c in committed[g].items()}
+    assert 0 < want["odr"][EARLY_GROUP][0] < want["odr"][LATE_GROUP][0]
+    if not exactly_once:
+        assert want["odr"] == want["kfk"]
 
+    # the records: the source's, in order per partition, with their headers and timestamps, on both
+    # targets; at least once also at the same offsets (exactly once, each flow's transaction markers
+    # take offsets where its own commits fell)
     records = {t: _records(targets[t]) for t in TARGETS}
     assert len(records["odr"]) == sum(ends.values())
-    assert records["odr"] == records["kfk"]
-    # what the source holds, partition by partition, in order (the offsets may differ in general)
-    assert [(r[0], *r[2:]) for r in records["odr"]] == [(r[0], *r[2:]) for r in _records(source.bootstrap, TOPIC)]
-
-    checkpoints = {t: _checkpoints(targets[t]) for t in TARGETS}
-    assert checkpoints["odr"] == checkpoints["kfk"]
-    assert {(g, p) for g, _, p in checkpoints["odr"]} == {(EARLY_GROUP, 0), (EARLY_GROUP, 1), (LATE_GROUP, 0)}
+    if exactly_once:
+        for t in TARGETS:
+            assert all(_end_offsets(targets[t])[p] > sum(r[0] == p for r in records[t]) for p in ends), t
+    else:
+        assert records["odr"] == records["kfk"]
+    source_records = [(r[0], *r[2:]) for r in _records(source.bootstrap, TOPIC)]
+    for t in TARGETS:
+        assert [(r[0], *r[2:]) for r in records[t]] == source_records, t
 
     topic_state = {t: _topic_state(targets[t]) for t in TARGETS}
     assert topic_state["odr"] == topic_state["kfk"]
     assert topic_state["odr"][0] == PARTITIONS
     assert {k: topic_state["odr"][1].get(k) for k in SOURCE_TOPIC_CONFIGS} == SOURCE_TOPIC_CONFIGS
 
+
+def _end_offsets(bootstrap: str) -> dict[int, int]:
+    from confluent_kafka import Consumer, TopicPartition
+
+    consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": "mm-test-reader"})
+    try:
+        return {p: consumer.get_watermark_offsets(TopicPartition(MIRRORED, p), timeout=10)[1] for p in range(PARTITIONS)}
+    finally:
+        consumer.close()
