@@ -84,3 +84,33 @@ def test_member_record_writes_the_null_classic_metadata_as_kafka():
     assert decoded.classic_member_metadata is None and decoded.subscribed_topic_regex == ""
     # a group whose epoch was never bumped writes no epoch record (Kafka 4.4's regex-only join)
     assert not any(k[:2] == b"\x00\x03" for k in records)
+
+
+def test_a_group_without_an_epoch_record_is_reloaded(tmp_path):
+    """A member whose regex matches nothing: Kafka 4.4 writes its subscription, its current
+    assignment and the resolved (empty) regex, but no epoch record; the group still comes back."""
+    from groups_testutil import FakeBroker
+
+    broker = FakeBroker(tmp_path)
+
+    def beat(c, epoch):
+        return c.consumer_group_heartbeat(
+            group_id="rx", api_version=1, member_id="m", member_epoch=epoch, instance_id=None, rack_id=None,
+            rebalance_timeout_ms=5000, subscribed_topic_names=None, subscribed_topic_regex="nothing-.*",
+            server_assignor=None, owned={}, client_id="c", client_host="/h")
+
+    async def before(c):
+        assert beat(c, 0).member_epoch == 1
+        group = c.groups["rx"]
+        assert group.resolved["nothing-.*"].topics == set() and group.group_epoch == 1 and not group.epoch_written
+        assert not any(k[:2] == b"\x00\x03" for k in group.persisted)
+
+    run_with_coordinator(broker, before)
+
+    async def after(c):
+        group = c.groups["rx"]
+        assert isinstance(group, ConsumerGroup) and set(group.members) == {"m"}
+        assert group.group_epoch == 1 and "nothing-.*" in group.resolved
+        assert beat(c, 1).error == E.NONE
+
+    run_with_coordinator(broker.restarted(), after)
