@@ -241,8 +241,6 @@ class ReplicaManager:
                 else:
                     if was_leader:
                         resigned.append(key)
-                        # acks=all produces waiting on this partition answer NOT_LEADER_OR_FOLLOWER now
-                        broker.notify_appended([key])
                         log.info("[ReplicaManager broker=%d] No longer the leader of %s (leader %d, epoch %d)",
                                  self.node_id, part.name, state.leader, state.leader_epoch)
                     part.followers = {}
@@ -258,6 +256,12 @@ class ReplicaManager:
             if part.leader == self.node_id:
                 resigned.append(key)
             self._drop(part, "its topic was deleted")
+        if resigned:
+            # acks=all produces waiting on a partition this broker no longer leads (a follower now,
+            # or not a replica at all) answer NOT_LEADER_OR_FOLLOWER now, as Kafka's DelayedProduce
+            # does, not at their timeout: librdkafka bumps an idempotent producer's epoch after a
+            # timed-out produce and sends the batch again under new sequence numbers (a duplicate)
+            broker.notify_appended(resigned)
         return elected, resigned
 
     def take_missing(self) -> tuple[dict[tuple[str, int], tuple[bytes, LogConfig]], dict[Path, int]]:

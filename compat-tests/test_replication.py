@@ -24,15 +24,20 @@ from test_cluster_broker import Cluster
 pytestmark = pytest.mark.oracle
 METRICS_PORT = free_port("127.0.0.1")
 JAVA = {2, 5}
+#: broker 3 follows this odradek.faults file (a network partition between it and a leader)
+FAULTS_3 = "faults-3.json"
 ODRADEK = {3, 4}
 
 
 @pytest.fixture(scope="module", params=["kafka-controller", "odradek-controller", "combined-controller"])
 def cluster(request, tmp_path_factory):
-    c = Cluster(tmp_path_factory.mktemp("replication"), request.param.split("-")[0], extra_java=(5,),
+    root = tmp_path_factory.mktemp("replication")
+    c = Cluster(root, request.param.split("-")[0], extra_java=(5,),
                 # two 1 s windows: a replication throttle bites within a test's few MB
-                broker_overrides={3: {"odradek.metrics.port": METRICS_PORT, "replication.quota.window.num": 2},
+                broker_overrides={3: {"odradek.metrics.port": METRICS_PORT, "replication.quota.window.num": 2,
+                                      "odradek.faults.file": str(root / FAULTS_3)},
                                   4: {"replication.quota.window.num": 2}})
+    c.faults_3 = root / FAULTS_3
     try:
         c.start()
         yield c
@@ -471,3 +476,65 @@ def test_reassignment_with_a_throttle_holds_back_the_moving_replicas(cluster, tm
     assert _throttled_fetches("leader") > leader_before
     _produce(cluster.java.bootstrap, topic, [f"moved-back-{i}" for i in range(20)], 2)
     _assert_identical(cluster, topic, _wait_in_sync(cluster, topic))
+
+
+def _cut_broker_3_from(cluster: Cluster, leaders: list[int], version: int) -> None:
+    """Broker 3 stops fetching from `leaders` (and leaders drop its fetches) while it stays
+    registered with the controller: it leaves the ISR only after replica.lag.time.max.ms."""
+    import json  # noqa: PLC0415
+    import os  # noqa: PLC0415
+
+    path = cluster.faults_3
+    tmp = path.with_name(path.name + ".tmp")
+    tmp.write_text(json.dumps({"version": version, "partitioned": leaders}))
+    os.replace(tmp, path)
+    state = path.with_name(path.name + ".state")
+    deadline = time.time() + 10
+    while time.time() < deadline:
+        if state.exists() and json.loads(state.read_text() or "{}").get("version", 0) >= version:
+            return
+        time.sleep(0.05)
+    raise AssertionError(f"broker 3 did not apply faults version {version}")
+
+
+def test_an_acks_all_produce_answers_at_once_when_its_leader_leaves_the_replicas(cluster, tmp_path) -> None:
+    """A produce waiting for acks=all on a leader that a reassignment moves off the partition
+    answers NOT_LEADER_OR_FOLLOWER as soon as the leader drops it, as Kafka's DelayedProduce
+    does, not REQUEST_TIMED_OUT at its timeout (after which librdkafka bumps an idempotent
+    producer's epoch and sends the batch again under new sequence numbers: a duplicate)."""
+    import threading  # noqa: PLC0415
+
+    from odradek.tools.client import BrokerConnection  # noqa: PLC0415
+    from odradek.wire.errors import ErrorCode  # noqa: PLC0415
+    from odradek.wire.protocol import request_class  # noqa: PLC0415
+    from odradek.wire.records import SimpleRecord, build_batch  # noqa: PLC0415
+
+    leader = next(b for b in sorted(ODRADEK) if b != 3)
+    topic = f"leaving-{uuid.uuid4().hex[:6]}"
+    _create(cluster, topic, 1, assignment=[[leader, 3]], min_isr=1)
+    _wait_in_sync(cluster, topic)
+    produce = request_class(0)
+    answers: list[int] = []
+
+    def send() -> None:
+        node = cluster.brokers[leader]
+        conn = BrokerConnection(node.host, node.port, timeout=150)
+        batch = build_batch([SimpleRecord(b"k", b"held", (), int(time.time() * 1000))])
+        answer = conn.send(0, produce(transactional_id=None, acks=-1, timeout_ms=120_000, topic_data=[
+            produce.TopicProduceData(name=topic, partition_data=[
+                produce.PartitionProduceData(index=0, records=batch)])]), version=9)
+        answers.append(answer.responses[0].partition_responses[0].error_code)
+
+    # the follower (in the ISR) stops fetching, so the high watermark cannot pass the batch
+    _cut_broker_3_from(cluster, [leader], 1)
+    try:
+        sender = threading.Thread(target=send)
+        sender.start()
+        _reassign(cluster, topic, {0: sorted(JAVA)}, tmp_path)
+        # answered with the move, long before the produce's own 120 s timeout
+        sender.join(15)
+    finally:
+        _cut_broker_3_from(cluster, [], 2)
+    assert answers == [ErrorCode.NOT_LEADER_OR_FOLLOWER]
+    sender.join()
+    _wait_in_sync(cluster, topic)
