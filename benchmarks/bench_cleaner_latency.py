@@ -40,7 +40,7 @@ sys.path.insert(0, str(HERE))
 sys.path.insert(0, str(HERE.parent / "compat-tests"))
 
 import bench_cleaner  # noqa: E402
-from bench_cleaner_kafka import _alter, _produce_all  # noqa: E402
+from bench_cleaner_kafka import _STATS, _alter, _produce_all  # noqa: E402
 
 from odradek import loop_monitor  # noqa: E402
 from odradek.testing import wait_listening  # noqa: E402
@@ -68,15 +68,17 @@ def start_broker(workdir: Path, loop_file: Path, worker: bool) -> tuple[subproce
     return proc, f"{host}:{port}"
 
 
-def create_topics(bootstrap: str, segment_bytes: int) -> None:
+def create_topics(bootstrap: str, segment_bytes: int, warm_up_topic: bool = True) -> None:
     from confluent_kafka.admin import AdminClient, NewTopic
 
     admin = AdminClient({"bootstrap.servers": bootstrap})
     configs = {"cleanup.policy": "compact", "segment.bytes": str(segment_bytes), "segment.ms": "86400000",
                "min.cleanable.dirty.ratio": "0.01", "min.compaction.lag.ms": "3600000"}
     warm = {"cleanup.policy": "compact", "segment.bytes": "1024", "min.cleanable.dirty.ratio": "0.01"}
-    for fut in admin.create_topics([NewTopic(TOPIC, 1, 1, config=configs), NewTopic(PROBE_TOPIC, 1, 1),
-                                    NewTopic(WARM_TOPIC, 1, 1, config=warm)]).values():
+    topics = [NewTopic(TOPIC, 1, 1, config=configs), NewTopic(PROBE_TOPIC, 1, 1)]
+    if warm_up_topic:
+        topics.append(NewTopic(WARM_TOPIC, 1, 1, config=warm))
+    for fut in admin.create_topics(topics).values():
         fut.result(30)
 
 
@@ -210,10 +212,62 @@ def run_mode(worker: bool, records: int, base: Path, baseline_s: float, worker_n
         shutil.rmtree(work, ignore_errors=True)
 
 
+def run_kafka(version: str, records: int, base: Path, baseline_s: float) -> dict[str, object]:
+    """The same probe on Apache Kafka (a single-node KRaft broker, the jars of kafka_oracle):
+    the cleaning window ends when Kafka's cleaner logs its statistics for the partition. There is
+    no loop monitor on Kafka's side."""
+    from kafka_oracle import KafkaBroker  # noqa: PLC0415
+
+    work = Path(tempfile.mkdtemp(prefix="bench-cleaner-latency-kafka-", dir=base))
+    broker = KafkaBroker(work, version=version, overrides={
+        "log.cleaner.backoff.ms": "100", "auto.create.topics.enable": "false"})
+    broker.start()
+    try:
+        bootstrap = broker.bootstrap
+        case = bench_cleaner.Case("issue #28", records, records // 10, 100, segment_bytes=8 << 20)
+        create_topics(bootstrap, case.segment_bytes, warm_up_topic=False)  # Kafka's cleaner thread always runs
+        _produce_all(bootstrap, list(bench_cleaner.case_batches(case, int(time.time() * 1000))), TOPIC)
+        _produce_all(bootstrap, [build_batch([SimpleRecord(b"x" * 100, b"k", (), int(time.time() * 1000))])],
+                     PROBE_TOPIC)
+        os.sync()
+        time.sleep(1.0)
+        probe = Probe(bootstrap)
+        probe.thread.start()
+        time.sleep(baseline_s)
+        load = os.getloadavg()[0]
+        loadavg = [Path("/proc/loadavg").read_text().strip()]
+        t_lift = time.time()
+        _alter(bootstrap, {"min.compaction.lag.ms": "0"}, TOPIC)
+        deadline = time.monotonic() + 300
+        done = False
+        while not done and time.monotonic() < deadline:
+            text = broker.server_log.read_text(errors="replace")
+            done = any(m.group("log").rsplit("-", 1)[0] == TOPIC for m in _STATS.finditer(text))
+            if not done:
+                time.sleep(0.01)
+        t_done = time.time()
+        loadavg.append(Path("/proc/loadavg").read_text().strip())
+        if not done:
+            raise RuntimeError("Kafka did not clean the partition in 300 s")
+        time.sleep(0.5)
+        probe.stop.set()
+        probe.thread.join(10)
+        probe.conn.close()
+        none = {"max_held_ms": float("nan"), "lag_max_ms": float("nan")}
+        return {"mode": f"Kafka {version}", "records": records, "load": load, "loadavg": loadavg,
+                "at": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(t_lift)), "cleaning_s": t_done - t_lift,
+                "baseline": {"probe": probe.window(t_lift - baseline_s, t_lift), "loop": none},
+                "cleaning": {"probe": probe.window(t_lift, t_done), "loop": none}}
+    finally:
+        broker.stop()
+        shutil.rmtree(work, ignore_errors=True)
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--records", type=int, default=1_000_000)
-    ap.add_argument("--modes", default="worker,thread")
+    ap.add_argument("--modes", default="worker,thread", help="worker, thread, kafka (Apache Kafka, --version)")
+    ap.add_argument("--version", default="4.4.0", help="Kafka version of the kafka mode")
     ap.add_argument("--repeat", type=int, default=1)
     ap.add_argument("--baseline-s", type=float, default=3.0)
     ap.add_argument("--dir", type=Path, default=None)
@@ -225,8 +279,11 @@ def main() -> None:
     rows = []
     for rnd in range(args.first_round, args.first_round + args.repeat):
         for mode in args.modes.split(","):
-            row = run_mode(mode == "worker", args.records, args.dir or Path(tempfile.gettempdir()), args.baseline_s,
-                           args.worker_nice)
+            base = args.dir or Path(tempfile.gettempdir())
+            if mode == "kafka":
+                row = run_kafka(args.version, args.records, base, args.baseline_s)
+            else:
+                row = run_mode(mode == "worker", args.records, base, args.baseline_s, args.worker_nice)
             row["round"] = rnd
             rows.append(row)
             if args.json is not None:

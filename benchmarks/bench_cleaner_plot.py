@@ -141,7 +141,7 @@ def plot_latency(rows: list[dict], path: Path) -> None:
     for r in rows:
         for window in ("baseline", "cleaning"):
             ps = [r[window]["probe"][k] for k in ("ApiVersions", "Fetch") if k in r[window]["probe"]]
-            labels.append(f"{'worker' if r['mode'].startswith('worker') else 'thread'} r{r.get('round', 0)}\n"
+            labels.append(f"{r['mode'].replace('worker process', 'worker').split(' (')[0]} r{r.get('round', 0)}\n"
                           f"{'before' if window == 'baseline' else 'cleaning'}")
             p99.append(max(p["p99_ms"] for p in ps))
             mx.append(max(p["max_ms"] for p in ps))
