@@ -332,7 +332,9 @@ class Broker:
             # -delete dirs; structural log changes hop back to the event loop (run_exclusive)
             self.log_manager.run_exclusive = trio.from_thread.run_sync
             retention_s = max(int(cfg.get("log.retention.check.interval.ms")), 1) / 1000
-            nursery.start_soon(self._every, retention_s, self.log_manager.cleanup_logs)
+            # Kafka's kafka-log-retention task first runs log.initial.task.delay.ms after start-up
+            first_s = max(int(cfg.get("log.initial.task.delay.ms")), 0) / 1000
+            nursery.start_soon(self._every, retention_s, self.log_manager.cleanup_logs, first_s)
             delete_delay_s = int(cfg.get("log.segment.delete.delay.ms")) / 1000
             nursery.start_soon(self._every, min(max(delete_delay_s, 0.05), 1.0), self.log_manager.delete_pending_dirs)
             if cfg.get("log.cleaner.enable"):
@@ -344,9 +346,12 @@ class Broker:
             if flush_ms < 2**62:
                 nursery.start_soon(self._every, max(flush_ms, 1) / 1000, self._flush_due_logs)
 
-    async def _every(self, seconds: float, func: Any) -> None:
+    async def _every(self, seconds: float, func: Any, first: float | None = None) -> None:
+        """Run `func` in a worker thread every `seconds` (the first time after `first`, if given)."""
+        wait = seconds if first is None else first
         while True:
-            await trio.sleep(seconds)
+            await trio.sleep(wait)
+            wait = seconds
             try:
                 await trio.to_thread.run_sync(func)
             except Exception:

@@ -133,6 +133,7 @@ BROKER_CONFIGS: dict[str, ConfigKey] = _keys(
     _k("log.retention.hours", _long, 168, "Retention time in hours."),
     _k("log.retention.bytes", _long, -1, "Maximum partition size before old segments are deleted; -1 = no limit."),
     _k("log.retention.check.interval.ms", _long, 300000, "How often retention is checked."),
+    _k("log.initial.task.delay.ms", _long, 30000, "Delay before the first retention check after start-up."),
     _k("log.cleanup.policy", _list, ["delete"], "delete, compact or both."),
     _k("log.cleaner.enable", _bool, True, "Run the log cleaner for compacted topics."),
     _k("log.cleaner.threads", _long, 1, "Threads cleaning compacted logs (Odradek runs one cleaner)."),

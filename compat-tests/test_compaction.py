@@ -26,6 +26,7 @@ from confluent_kafka.admin import NewTopic as CKNewTopic
 OVERRIDES = {
     "log.cleaner.backoff.ms": 200,
     "log.retention.check.interval.ms": 300,
+    "log.initial.task.delay.ms": 300,  # (30 s by default, as on Kafka)
     "log.segment.delete.delay.ms": 200,
 }
 

@@ -167,7 +167,8 @@ SNAPSHOTTING = {"internal.metadata.log.segment.bytes": "1048576", "metadata.log.
                 "metadata.log.max.record.bytes.between.snapshots": "1",
                 "metadata.log.max.snapshot.interval.ms": "300",
                 "metadata.max.retention.ms": "300", "metadata.max.retention.bytes": "1",
-                "log.retention.check.interval.ms": "300", "internal.metadata.delete.delay.millis": "0"}
+                "log.retention.check.interval.ms": "300", "log.initial.task.delay.ms": "300",
+                "internal.metadata.delete.delay.millis": "0"}
 
 
 def test_odradek_loads_a_snapshot_as_a_java_broker_stores_it(cluster, tmp_path) -> None:

@@ -28,6 +28,7 @@ from kafka.structs import OffsetAndMetadata
 
 OVERRIDES = {
     "log.retention.check.interval.ms": 300,
+    "log.initial.task.delay.ms": 300,  # (30 s by default, as on Kafka)
     "log.segment.delete.delay.ms": 300,
     "log.retention.hours": 1,  # a static broker default, to see its source in DescribeConfigs
 }
