@@ -8,7 +8,7 @@ import uuid
 from pathlib import Path
 
 from odradek.cluster.partition import Partition
-from odradek.cluster.replica_fetcher import ReplicaFetcherManager
+from odradek.cluster.replica_fetcher import Followed, ReplicaFetcherManager
 from odradek.logstore.config import LogConfig
 from odradek.logstore.partition_log import PartitionLog
 from odradek.wire.protocol import response_class
@@ -16,12 +16,6 @@ from odradek.wire.records import SimpleRecord, build_batch
 
 PartitionData = response_class(1).PartitionData
 KEY = ("t", 0)
-
-
-def _partition(tmp_path: Path) -> Partition:
-    part = Partition("t", 0, uuid.uuid4())
-    part.log = PartitionLog.open(tmp_path / "t-0", LogConfig.from_props({}), "t", 0)
-    return part
 
 
 def _batches(base: int, count: int, epoch: int) -> bytes:
@@ -48,13 +42,17 @@ class _SlowAppends:
         return self.inner(batch)
 
 
-def test_becoming_leader_waits_out_the_old_leaders_append(tmp_path: Path) -> None:
-    part = _partition(tmp_path)
-    plog = part.log
-    assert plog is not None
+def _following(tmp_path: Path) -> tuple[ReplicaFetcherManager, PartitionLog, Followed]:
+    """Broker 3 following partition t-0 (a real log) from leader 2 in epoch 2."""
+    part = Partition("t", 0, uuid.uuid4())
+    plog = part.log = PartitionLog.open(tmp_path / "t-0", LogConfig.from_props({}), "t", 0)
     fetchers = ReplicaFetcherManager(3, lambda: 1, lambda _n: None)
     fetchers.follow(KEY, part, 2, 2)
-    f = fetchers.followed[KEY]
+    return fetchers, plog, fetchers.followed[KEY]
+
+
+def test_becoming_leader_waits_out_the_old_leaders_append(tmp_path: Path) -> None:
+    fetchers, plog, f = _following(tmp_path)
     slow = _SlowAppends(plog)
     appender = threading.Thread(target=fetchers._append_all, args=([(f, _batches(0, 4, 2), _answer(4))],))  # noqa: SLF001
     appender.start()
@@ -79,12 +77,8 @@ def test_becoming_leader_waits_out_the_old_leaders_append(tmp_path: Path) -> Non
 
 
 def test_batches_fetched_in_an_older_epoch_are_dropped(tmp_path: Path) -> None:
-    part = _partition(tmp_path)
-    plog = part.log
-    assert plog is not None
-    fetchers = ReplicaFetcherManager(3, lambda: 1, lambda _n: None)
-    fetchers.follow(KEY, part, 2, 2)
-    old = fetchers.followed[KEY]
+    fetchers, plog, old = _following(tmp_path)
+    part = old.part
     fetchers._append_all([(old, _batches(0, 2, 2), _answer(2))])  # noqa: SLF001
     fetchers.follow(KEY, part, 5, 3)  # a new leader while a fetch of the old one was out
     fetchers._append_all([(old, _batches(2, 3, 2), _answer(5))])  # noqa: SLF001
