@@ -21,6 +21,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from ..wire.errors import ErrorCode
+from . import metadata_hash
 from .classic import GroupError
 from .streams_assignor import AssignmentMember, assign
 
@@ -275,6 +276,9 @@ class StreamsMember:
     task_offsets: dict[tuple[str, int], int] = field(default_factory=dict)
     task_end_offsets: dict[tuple[str, int], int] = field(default_factory=dict)
     session_deadline: float = 0.0
+    #: the target epoch each active task (assigned or pending revocation) was given to this member
+    #: at, as Kafka 4.4 keeps them (AssignmentEpochs in the current assignment record)
+    active_epochs: dict[tuple[str, int], int] = field(default_factory=dict)
     #: the assignment last sent (None: send it on the next heartbeat)
     last_sent: TasksTuple | None = None
 
@@ -305,8 +309,17 @@ class StreamsGroup:
 
     def __init__(self, group_id: str) -> None:
         self.group_id = group_id
-        self.group_epoch = 0
-        self.target_epoch = 0
+        # Kafka 4.4 starts a streams group and its target assignment at epoch 1 (time 0), so the
+        # first heartbeat, which always recomputes, writes epoch 2
+        self.group_epoch = 1
+        self.target_epoch = 1
+        #: wall-clock ms of the last target computation (the target assignment metadata record)
+        self.assignment_timestamp_ms = 0
+        #: Kafka's metadata hash of the topics the topology needs that exist (the epoch record)
+        self.metadata_hash = 0
+        #: the assignment settings of the last epoch bump (LastAssignmentConfigs of the epoch record)
+        self.last_assignment_configs: dict[str, str] = {}
+        self._topic_hashes: dict[tuple[str, bytes, int], int] = {}
         self.members: dict[str, StreamsMember] = {}
         self.target: dict[str, TasksTuple] = {}
         self.topology: Topology | None = None
@@ -396,6 +409,7 @@ class StreamsGroup:
             return active_of.get(task) == pid or pid in standby_of.get(task, ()) or pid in warmup_of.get(task, ())
 
         assigned, revoke, pending = TasksTuple(), TasksTuple(), TasksTuple()
+        epochs = dict(member.active_epochs)
         unreleased = False
         for kind, check in (("active", unreleased_active), ("standby", unreleased_other),
                             ("warmup", unreleased_other)):
@@ -412,12 +426,15 @@ class StreamsGroup:
                     getattr(revoke, kind)[s] = gone
                 if new:
                     getattr(pending, kind)[s] = new
+                    if kind == "active":
+                        epochs.update({(s, p): target_epoch for p in new})
         member.previous_member_epoch = member.member_epoch
         if not revoke.is_empty() and (owned is None or owned.contains_any(revoke)):
             member.state = UNREVOKED_TASKS
             member.member_epoch = epoch
             member.assigned = assigned
             member.pending_revocation = revoke
+            member.active_epochs = _epochs_of(epochs, assigned.active, revoke.active)
             return
         for kind in ("active", "standby", "warmup"):
             for s, ps in getattr(pending, kind).items():
@@ -426,25 +443,45 @@ class StreamsGroup:
         member.member_epoch = target_epoch
         member.assigned = assigned
         member.pending_revocation = TasksTuple()
+        member.active_epochs = _epochs_of(epochs, assigned.active)
 
     # ---------------------------------------------------------------- target assignment
 
-    def maybe_configure(self, partitions: Callable[[str], int | None]) -> None:
-        """Work the topology out against the topics as they are; a change bumps the group epoch."""
+    def maybe_configure(self, partitions: Callable[[str], int | None]) -> bool:
+        """Work the topology out against the topics as they are; True if that changed (the
+        caller bumps the group epoch)."""
         if self.topology is None:
             self.configured = None
-            return
+            return False
         if self.configured is not None:
             counts = {t: partitions(t) for t in self.configured.partition_counts}
             if counts == self.configured.partition_counts and self.configured.ready():
-                return
+                return False
         before = self.configured
         self.configured = configure(self.topology, partitions)
-        if before is None or (before.tasks, before.status, before.partition_counts) != (
-                self.configured.tasks, self.configured.status, self.configured.partition_counts):
-            self.group_epoch += 1
-        if self.configured.ready():
-            self.validated_topology_epoch = self.topology.epoch
+        return before is None or (before.tasks, before.status, before.partition_counts) != (
+            self.configured.tasks, self.configured.status, self.configured.partition_counts)
+
+    def required_topics(self) -> set[str]:
+        """Kafka's StreamsTopology.requiredTopics: source, repartition source and changelog topics."""
+        if self.topology is None:
+            return set()
+        return {t for s in self.topology.subtopologies.values()
+                for t in (*s.source_topics, *(i.name for i in (*s.repartition_source_topics,
+                                                                *s.state_changelog_topics)))}
+
+    def compute_metadata_hash(self, topic_meta: Callable[[str], tuple[bytes, int] | None]) -> int:
+        """Kafka's StreamsGroup.computeMetadataHash over the required topics that exist."""
+        hashes = {}
+        for name in self.required_topics():
+            meta = topic_meta(name)
+            if meta is None:
+                continue
+            key = (name, *meta)
+            if key not in self._topic_hashes:
+                self._topic_hashes[key] = metadata_hash.topic_hash(meta[0], name, meta[1])
+            hashes[name] = self._topic_hashes[key]
+        return metadata_hash.group_hash(hashes)
 
     def maybe_assign(self, coordinator: Any, now: float) -> None:
         """Recompute the target assignment if the group epoch moved past it."""
@@ -462,6 +499,7 @@ class StreamsGroup:
         self.target = {mid: TasksTuple(active, standby_tasks) for mid, (active, standby_tasks) in result.items()}
         self.target_epoch = self.group_epoch
         self.last_assignment = now
+        self.assignment_timestamp_ms = coordinator.now_ms()
         if any(m.user_endpoint is not None for m in self.members.values()):
             self.endpoint_information_epoch += 1
         log.info("Computed the target assignment of streams group %s for epoch %d", self.group_id,
@@ -518,7 +556,7 @@ class StreamsGroup:
                                      f"The streams group has reached its maximum capacity of "
                                      f"{streams_cfg(coordinator, 'group.streams.max.size')} members.")
                 member = StreamsMember(member_id=member_id)
-                if not self.members and self.group_epoch == 0:
+                if not self.members:
                     delay = streams_cfg(coordinator, "group.streams.initial.rebalance.delay.ms")
                     self.assignment_not_before = now + delay / 1000
                 self.members[member_id] = member
@@ -548,9 +586,21 @@ class StreamsGroup:
             elif topology.epoch == self.topology.epoch and topology != self.topology:
                 raise GroupError(ErrorCode.STREAMS_INVALID_TOPOLOGY_EPOCH,
                                  f"Topology updated but topology epoch not incremented: {topology.epoch}")
+        bump |= self.maybe_configure(partitions)
+        topic_meta = getattr(coordinator, "_topic_meta", None)
+        new_hash = self.compute_metadata_hash(topic_meta) if topic_meta is not None else 0
+        bump |= new_hash != self.metadata_hash
+        validated = self.topology.epoch if self.topology is not None and self.configured is not None \
+            and self.configured.ready() else -1
+        bump |= validated != self.validated_topology_epoch
+        configs = assignment_configs(coordinator, gid)
+        bump |= configs != self.last_assignment_configs
         if bump:
+            # one bump per heartbeat, whatever moved (Kafka's streamsGroupHeartbeat)
             self.group_epoch += 1
-        self.maybe_configure(partitions)
+            self.metadata_hash = new_hash
+            self.validated_topology_epoch = validated
+            self.last_assignment_configs = configs
         if request.shutdown_application:
             self.shutdown_requested = True
         self.maybe_assign(coordinator, now)
@@ -662,6 +712,16 @@ class StreamsGroup:
             raise GroupError(ErrorCode.UNKNOWN_MEMBER_ID)
         if member_epoch != member.member_epoch:
             raise GroupError(ErrorCode.STALE_MEMBER_EPOCH)
+
+
+def assignment_configs(coordinator: Any, group_id: str) -> dict[str, str]:
+    """Kafka's streamsGroupAssignmentConfigs: the settings the assignor ran with."""
+    # Kafka also names rack.aware.assignment.tags when set; Odradek's assignor has no rack tags
+    return {"num.standby.replicas": str(streams_cfg(coordinator, "group.streams.num.standby.replicas", group_id))}
+
+
+def _epochs_of(epochs: dict[tuple[str, int], int], *held: Tasks) -> dict[tuple[str, int], int]:
+    return {(s, p): epochs[(s, p)] for tasks in held for s, ps in tasks.items() for p in ps if (s, p) in epochs}
 
 
 def _task_ids(items: Any) -> Tasks | None:

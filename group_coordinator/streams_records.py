@@ -39,8 +39,16 @@ decode = _FAMILY.decode
 collect = _FAMILY.collect
 
 
-def _task_ids(cls: type, tasks: dict[str, set[int]]) -> list:
-    return [cls(subtopology_id=s, partitions=sorted(ps)) for s, ps in sorted(tasks.items()) if ps]
+def _task_ids(cls: type, tasks: dict[str, set[int]], epochs: dict[tuple[str, int], int] | None = None) -> list:
+    """TaskIds entries; with `epochs`, each active task's assignment epoch (Kafka 4.4's AssignmentEpochs)."""
+    out = []
+    for s, ps in sorted(tasks.items()):
+        if ps:
+            item = cls(subtopology_id=s, partitions=sorted(ps))
+            if epochs is not None:
+                item.assignment_epochs = [epochs.get((s, p), 0) for p in sorted(ps)]
+            out.append(item)
+    return out
 
 
 def _topology_value(topology: Topology) -> Any:
@@ -90,21 +98,26 @@ def desired_records(group: StreamsGroup) -> dict[bytes, bytes]:
                                                value(CURRENT_MEMBER_ASSIGNMENT, current_cls(
                                                    member_epoch=m.member_epoch,
                                                    previous_member_epoch=m.previous_member_epoch, state=m.state,
-                                                   active_tasks=_task_ids(t, m.assigned.active),
+                                                   active_tasks=_task_ids(t, m.assigned.active, m.active_epochs),
                                                    standby_tasks=_task_ids(t, m.assigned.standby),
                                                    warmup_tasks=_task_ids(t, m.assigned.warmup),
                                                    active_tasks_pending_revocation=_task_ids(
-                                                       t, m.pending_revocation.active),
+                                                       t, m.pending_revocation.active, m.active_epochs),
                                                    standby_tasks_pending_revocation=_task_ids(
                                                        t, m.pending_revocation.standby),
                                                    warmup_tasks_pending_revocation=_task_ids(
                                                        t, m.pending_revocation.warmup)))))
     if group.topology is not None:
         out[TOPOLOGY].append((key(TOPOLOGY, group_id=gid), value(TOPOLOGY, _topology_value(group.topology))))
-    out[GROUP_METADATA].append((key(GROUP_METADATA, group_id=gid), value(GROUP_METADATA, value_class(GROUP_METADATA)(
-        epoch=group.group_epoch, metadata_hash=0, validated_topology_epoch=group.validated_topology_epoch))))
+    meta_cls = value_class(GROUP_METADATA)
+    out[GROUP_METADATA].append((key(GROUP_METADATA, group_id=gid), value(GROUP_METADATA, meta_cls(
+        epoch=group.group_epoch, metadata_hash=group.metadata_hash,
+        validated_topology_epoch=group.validated_topology_epoch,
+        last_assignment_configs=[meta_cls.LastAssignmentConfig(key=k, value=v)
+                                 for k, v in sorted(group.last_assignment_configs.items())]))))
     out[TARGET_ASSIGNMENT_METADATA].append((key(TARGET_ASSIGNMENT_METADATA, group_id=gid), value(
-        TARGET_ASSIGNMENT_METADATA, value_class(TARGET_ASSIGNMENT_METADATA)(assignment_epoch=group.target_epoch))))
+        TARGET_ASSIGNMENT_METADATA, value_class(TARGET_ASSIGNMENT_METADATA)(
+            assignment_epoch=group.target_epoch, assignment_timestamp=group.assignment_timestamp_ms))))
     return {k: val for version in _KEY_ORDER for k, val in out[version]}
 
 
@@ -120,15 +133,24 @@ def _tasks(items: list) -> dict[str, set[int]]:
     return {t.subtopology_id: set(t.partitions) for t in items or [] if t.partitions}
 
 
+def _epochs(*lists: list) -> dict[tuple[str, int], int]:
+    return {(t.subtopology_id, p): e for items in lists for t in items or []
+            for p, e in zip(t.partitions, t.assignment_epochs or [], strict=False)}
+
+
 def group_from_records(group_id: str, found: dict[int, dict[str, Any]], session_deadline: float) -> StreamsGroup:
     """Rebuild a streams group from its latest records: found[key version][member id or ""] = value."""
     group = StreamsGroup(group_id)
     meta = found.get(GROUP_METADATA, {}).get("")
     if meta is not None:
         group.group_epoch = meta.epoch
+        group.metadata_hash = meta.metadata_hash
         group.validated_topology_epoch = meta.validated_topology_epoch
+        group.last_assignment_configs = {c.key: c.value for c in meta.last_assignment_configs or []}
     target_meta = found.get(TARGET_ASSIGNMENT_METADATA, {}).get("")
-    group.target_epoch = target_meta.assignment_epoch if target_meta is not None else 0
+    if target_meta is not None:
+        group.target_epoch = target_meta.assignment_epoch
+        group.assignment_timestamp_ms = target_meta.assignment_timestamp
     topo = found.get(TOPOLOGY, {}).get("")
     if topo is not None:
         subs = {}
@@ -157,6 +179,7 @@ def group_from_records(group_id: str, found: dict[int, dict[str, Any]], session_
                                                                 current.state)
             m.assigned = TasksTuple(_tasks(current.active_tasks), _tasks(current.standby_tasks),
                                     _tasks(current.warmup_tasks))
+            m.active_epochs = _epochs(current.active_tasks, current.active_tasks_pending_revocation)
             m.pending_revocation = TasksTuple(_tasks(current.active_tasks_pending_revocation),
                                               _tasks(current.standby_tasks_pending_revocation),
                                               _tasks(current.warmup_tasks_pending_revocation))
