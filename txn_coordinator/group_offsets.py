@@ -87,9 +87,15 @@ class GroupOffsets:
             return ErrorCode.NONE
         records = []
         values = {}
+        # the group coordinator's record format: Kafka 4.4 writes transactional commits as it
+        # writes OffsetCommit's, value version 4 with the committed topic's id
+        groups = self._groups()
+        fmt = getattr(groups, "format", None)
+        version = fmt.offset_value_version if fmt is not None else grec.OFFSET_COMMIT_VALUE_VERSION
         for topic, index, offset, leader_epoch, metadata in commits:
             meta = metadata or ""
-            records.append(SimpleRecord(grec.offset_commit_value(offset, leader_epoch, meta, now),
+            topic_id = groups._topic_id(topic) if fmt is not None and fmt.offset_topic_id else None
+            records.append(SimpleRecord(grec.offset_commit_value(offset, leader_epoch, meta, now, -1, version, topic_id),
                                         grec.offset_commit_key(group_id, topic, index), (), now))
             values[(topic, index)] = CommittedOffset(offset, leader_epoch, meta, now)
         # Kafka writes transactional offset commits with the producer's id/epoch, baseSequence 0.
