@@ -203,6 +203,10 @@ def load(coordinator: Any, found: dict[str, dict[int, dict[str, Any]]], raw: dic
             from .streams import configure
 
             group.configured = configure(group.topology, partitions)
+        if group.assignment_timestamp_ms:
+            # the assignment interval runs from the stored time, as in Kafka, not from the restart
+            age_ms = max(0, coordinator.now_ms() - group.assignment_timestamp_ms)
+            group.last_assignment = coordinator.monotonic() - age_ms / 1000
         for m in group.members.values():
             m.last_sent = None
         coordinator.groups[group_id] = group

@@ -110,3 +110,23 @@ def test_active_tasks_keep_the_epoch_they_were_given_at_through_a_restart(tmp_pa
             seen["hash"], seen["ts"], seen["configs"])
 
     run_with_coordinator(broker.restarted(), reload)
+
+
+def test_the_assignment_interval_runs_from_the_stored_time_after_a_restart(tmp_path):
+    broker = FakeBroker(tmp_path, **{"group.streams.initial.rebalance.delay.ms": "0",
+                                     "group.streams.assignment.interval.ms": "60000"})
+    for name in ("in", REPARTITION, CHANGELOG):
+        broker.metadata.create_topic(name, 2, {})
+
+    async def run(c):
+        assert heartbeat(c, join("a", "pa")).member_epoch == 2  # the first target is computed at once
+
+    run_with_coordinator(broker, run)
+
+    async def reload(c):
+        joined = heartbeat(c, join("b", "pb"))
+        assert joined.status == [(sg.ASSIGNMENT_DELAYED, "Assignment delayed due to the configured assignment "
+                                                         "interval.")]
+        assert c.groups[APP].target_epoch == 2
+
+    run_with_coordinator(broker.restarted(), reload)
