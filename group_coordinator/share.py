@@ -3,8 +3,13 @@
 A share group has no revocation phase: several members may hold the same partition (the
 partition leader hands each record to one of them), so a member simply takes its new target
 assignment at the group's assignment epoch on its next heartbeat. The group epoch grows when
-membership, subscriptions or the subscribed topics' partition counts change; the target
-assignment is then recomputed by the simple assignor (:mod:`.share_assignor`).
+subscriptions change, a member leaves, the subscribed topics' metadata hash changes (a topic
+created, deleted or grown) or initialized partitions wait to be assigned; the target assignment
+is then recomputed by the simple assignor (:mod:`.share_assignor`).
+
+As Kafka 4.4 (its ShareGroup is a ModernGroup), a new group starts at group epoch 1 with its
+target assignment at epoch 1 and time 0, so its first bump writes epoch 2, and the epoch and
+target metadata records are written only by a bump or a computed target.
 
 Records in ``__consumer_offsets`` are Kafka 4.4's share group records (key versions 10-15).
 """
@@ -17,6 +22,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from ..wire.errors import ErrorCode
+from . import metadata_hash
 from . import records as rec
 from .classic import GroupError
 from .share_assignor import MemberSpec, simple_assign
@@ -106,8 +112,16 @@ class ShareGroup:
 
     def __init__(self, group_id: str) -> None:
         self.group_id = group_id
-        self.group_epoch = 0
-        self.assignment_epoch = 0
+        # Kafka 4.4's ModernGroup: epoch 1, target assignment at epoch 1 / time 0 (nothing in the log)
+        self.group_epoch = 1
+        self.assignment_epoch = 1
+        #: the hash of the subscribed topics' metadata at the last bump (the epoch record's)
+        self.metadata_hash = 0
+        #: whether the epoch record and the target metadata record exist (a bump or a computed
+        #: target writes them; a new group has neither)
+        self.epoch_written = False
+        self.target_meta_written = False
+        self._topic_hashes: dict[tuple[str, bytes, int], int] = {}
         self.members: dict[str, ShareMember] = {}
         #: the order Kafka's member table (a TimelineHashMap) hands the members to the assignor
         self.member_order = TimelineOrder()
@@ -120,7 +134,14 @@ class ShareGroup:
         #: subscribed partitions whose state the coordinator is to initialize now (the heartbeat
         #: handler does it right after the heartbeat; they are assigned from the next one on)
         self.initializing: TopicPartitions = {}
+        #: partitions being initialized as the log says (the record's initializingTopics): the
+        #: heartbeat that asks for them writes them, the end of their initialization moves them
+        #: to initialized in a record of its own, as Kafka 4.4 does
+        self.initializing_recorded: TopicPartitions = {}
         self.persisted: dict[bytes, bytes] = {}
+        #: record keys of removed members to tombstone even if never written (Kafka's fencing
+        #: writes all three tombstones, e.g. a target record for a member that never had one)
+        self.removed_keys: set[bytes] = set()
 
     def is_empty(self) -> bool:
         return not self.members
@@ -154,7 +175,7 @@ class ShareGroup:
                 raise GroupError(ErrorCode.UNKNOWN_MEMBER_ID,
                                  f"Member {member_id} is not a member of group {self.group_id}.")
             # as Kafka 4.4's fencing: the epoch moves, the target waits for the next heartbeat
-            self.remove_member(member_id, "the member left")
+            self.remove_member(member_id, "the member left", coordinator)
             return ShareHeartbeatResult(member_id=member_id, member_epoch=-1, heartbeat_interval_ms=0)
         bump = False
         if member_epoch == 0:
@@ -208,24 +229,54 @@ class ShareGroup:
         partitions whose share state is initialized are assigned; subscribed ones that are not
         are marked for initialization (at this group epoch)."""
         counts = self.partition_counts(topic_partitions)
-        if counts != self.subscribed_partitions:
-            self.subscribed_partitions = counts
-            bump = bump or bool(self.members)
+        self.subscribed_partitions = counts
         if not bump and self.assignment_epoch >= self.group_epoch and self.members:
             bump = self._initialized_assignment_pending()
-        if bump:
-            self.group_epoch += 1
+        # Kafka recomputes the hash when it bumps or its topics' metadata changed; computing it
+        # on every heartbeat gives the same epochs (the hash moves only with the metadata)
+        new_hash = self.compute_metadata_hash(counts, topic_id)
+        if bump or new_hash != self.metadata_hash:
+            self.bump_epoch(new_hash)
         due = self.assignment_timestamp_ms == 0 or interval_ms == 0 or now_ms >= self.assignment_timestamp_ms + interval_ms
         if self.group_epoch > self.assignment_epoch and due:
             self._assign(counts, topic_id or _no_topic_ids)
             self.assignment_epoch = self.group_epoch
             self.assignment_timestamp_ms = now_ms
+            self.target_meta_written = True
             log.info("Computed the target assignment of share group %s for epoch %d", self.group_id,
                      self.assignment_epoch)
         for topic, n in counts.items():
-            missing = set(range(n)) - self.initialized.get(topic, set())
+            missing = set(range(n)) - self.initialized.get(topic, set()) - self.initializing_recorded.get(topic, set())
             if missing:
                 self.initializing.setdefault(topic, set()).update(missing)
+                self.initializing_recorded.setdefault(topic, set()).update(missing)
+
+    def mark_initialized(self, topic: str, partitions: set[int]) -> None:
+        """The share state of `partitions` now exists (Kafka's initializeShareGroupState)."""
+        self.initialized.setdefault(topic, set()).update(partitions)
+        left = self.initializing_recorded.get(topic, set()) - partitions
+        if left:
+            self.initializing_recorded[topic] = left
+        else:
+            self.initializing_recorded.pop(topic, None)
+
+    def compute_metadata_hash(self, counts: dict[str, int], topic_id: Callable[[str], Any] | None) -> int:
+        """Kafka's group metadata hash over the subscribed topics that exist (`counts`)."""
+        hashes = {}
+        for name, n in counts.items():
+            tid = topic_id(name) if topic_id is not None else None
+            raw = tid.bytes if tid is not None else bytes(16)
+            cache_key = (name, raw, n)
+            if cache_key not in self._topic_hashes:
+                self._topic_hashes[cache_key] = metadata_hash.topic_hash(raw, name, n)
+            hashes[name] = self._topic_hashes[cache_key]
+        return metadata_hash.group_hash(hashes)
+
+    def bump_epoch(self, new_hash: int) -> None:
+        self.group_epoch += 1
+        self.metadata_hash = new_hash
+        self.epoch_written = True
+        log.info("Bumped the epoch of share group %s to %d", self.group_id, self.group_epoch)
 
     def _initialized_assignment_pending(self) -> bool:
         subscribed = self.subscribed_topic_names()
@@ -277,16 +328,25 @@ class ShareGroup:
             member.member_epoch = self.assignment_epoch
         member.assigned = _copy(self.target.get(member.member_id, {}))
 
-    def remove_member(self, member_id: str, reason: str) -> None:
+    def remove_member(self, member_id: str, reason: str, coordinator: Any = None) -> None:
+        """Kafka's shareGroupFenceMember: the member's records go, the epoch is bumped with the
+        hash of what the others subscribe to, and the target waits for the next heartbeat."""
         if self.members.pop(member_id, None) is None:
             return
         self.target.pop(member_id, None)
         self.member_order.remove(member_id)
-        self.group_epoch += 1
+        self.removed_keys.update(key(v, group_id=self.group_id, member_id=member_id)
+                                 for v in (CURRENT_MEMBER_ASSIGNMENT, TARGET_ASSIGNMENT_MEMBER, MEMBER_METADATA))
+        new_hash = self.metadata_hash
+        if coordinator is not None:
+            counts = self.partition_counts(coordinator.topic_partition_count)
+            new_hash = self.compute_metadata_hash(counts, getattr(coordinator, "_topic_id", None))
+        self.bump_epoch(new_hash)
         if not self.members:
             # Kafka 4.4 closes an emptied group's assignment at the new epoch (timestamp 0)
             self.assignment_epoch = self.group_epoch
             self.assignment_timestamp_ms = 0
+            self.target_meta_written = True
         log.info("Member %s left share group %s: %s", member_id, self.group_id, reason)
 
     def expire_sessions(self, coordinator: GroupCoordinator, now: float) -> list[str]:
@@ -294,7 +354,7 @@ class ShareGroup:
         gone = []
         for member in list(self.members.values()):
             if now >= member.session_deadline:
-                self.remove_member(member.member_id, "session timeout")
+                self.remove_member(member.member_id, "session timeout", coordinator)
                 gone.append(member.member_id)
         return gone
 
@@ -355,37 +415,44 @@ def desired_records(group: ShareGroup, topic_id: Callable[[str], object | None])
         out[MEMBER_METADATA].append((key(MEMBER_METADATA, group_id=gid, member_id=m.member_id), value(
             MEMBER_METADATA, member_cls(rack_id=m.rack_id, client_id=m.client_id, client_host=m.client_host,
                                         subscribed_topic_names=list(m.subscribed_topic_names)))))
-        target = [target_cls.TopicPartition(topic_id=topic_id(t), partitions=list(ps))
-                  for t, ps in group.target.get(m.member_id, {}).items() if topic_id(t) is not None]
-        out[TARGET_ASSIGNMENT_MEMBER].append((key(TARGET_ASSIGNMENT_MEMBER, group_id=gid, member_id=m.member_id), value(
-            TARGET_ASSIGNMENT_MEMBER, target_cls(topic_partitions=target))))
+        if m.member_id in group.target:  # none until a target is computed with the member in it
+            target = [target_cls.TopicPartition(topic_id=topic_id(t), partitions=list(ps))
+                      for t, ps in group.target[m.member_id].items() if topic_id(t) is not None]
+            out[TARGET_ASSIGNMENT_MEMBER].append((key(TARGET_ASSIGNMENT_MEMBER, group_id=gid, member_id=m.member_id),
+                                                  value(TARGET_ASSIGNMENT_MEMBER, target_cls(topic_partitions=target))))
         out[CURRENT_MEMBER_ASSIGNMENT].append((key(CURRENT_MEMBER_ASSIGNMENT, group_id=gid, member_id=m.member_id),
                                                value(CURRENT_MEMBER_ASSIGNMENT, current_cls(
                                                    member_epoch=m.member_epoch,
                                                    previous_member_epoch=m.previous_member_epoch, state=0,
                                                    assigned_partitions=partitions(current_cls.TopicPartitions,
                                                                                   m.assigned)))))
-    out[GROUP_METADATA].append((key(GROUP_METADATA, group_id=gid),
-                                value(GROUP_METADATA, value_class(GROUP_METADATA)(epoch=group.group_epoch))))
-    out[TARGET_ASSIGNMENT_METADATA].append((key(TARGET_ASSIGNMENT_METADATA, group_id=gid), value(
-        TARGET_ASSIGNMENT_METADATA, value_class(TARGET_ASSIGNMENT_METADATA)(
-            assignment_epoch=group.assignment_epoch, assignment_timestamp=group.assignment_timestamp_ms))))
-    if group.initialized:
+    if group.epoch_written:
+        out[GROUP_METADATA].append((key(GROUP_METADATA, group_id=gid), value(GROUP_METADATA, value_class(
+            GROUP_METADATA)(epoch=group.group_epoch, metadata_hash=group.metadata_hash))))
+    if group.target_meta_written:
+        out[TARGET_ASSIGNMENT_METADATA].append((key(TARGET_ASSIGNMENT_METADATA, group_id=gid), value(
+            TARGET_ASSIGNMENT_METADATA, value_class(TARGET_ASSIGNMENT_METADATA)(
+                assignment_epoch=group.assignment_epoch, assignment_timestamp=group.assignment_timestamp_ms))))
+    if group.initialized or group.initializing_recorded:
         cls = value_class(STATE_PARTITION_METADATA)
-        infos = []
-        for name in sorted(group.initialized):
-            tid = topic_id(name)
-            if tid is not None:
-                infos.append(cls.TopicPartitionsInfo(topic_id=tid, topic_name=name,
-                                                     partitions=sorted(group.initialized[name])))
+
+        def infos(tps: TopicPartitions) -> list:
+            found = []
+            for name in sorted(tps):
+                tid = topic_id(name)
+                if tid is not None and tps[name]:
+                    found.append(cls.TopicPartitionsInfo(topic_id=tid, topic_name=name, partitions=sorted(tps[name])))
+            return found
+
         out[STATE_PARTITION_METADATA].append((key(STATE_PARTITION_METADATA, group_id=gid), value(
-            STATE_PARTITION_METADATA, cls(initializing_topics=[], initialized_topics=infos, deleting_topics=[]))))
+            STATE_PARTITION_METADATA, cls(initializing_topics=infos(group.initializing_recorded),
+                                          initialized_topics=infos(group.initialized), deleting_topics=[]))))
     return {k: val for version in _KEY_ORDER for k, val in out[version]}
 
 
 def changes(group: ShareGroup, desired: dict[bytes, bytes]) -> list[tuple[bytes, bytes | None]]:
     """Records to append so the log says `desired`: tombstones for what is gone, then what changed."""
-    gone = [(k, None) for k in group.persisted if k not in desired]
+    gone = [(k, None) for k in dict.fromkeys([*group.persisted, *group.removed_keys]) if k not in desired]
     gone.sort(key=lambda kv: -int.from_bytes(kv[0][:2], "big"))
     updated = [(k, v) for k, v in desired.items() if group.persisted.get(k) != v]
     return [*gone, *updated]
@@ -396,10 +463,13 @@ def group_from_records(group_id: str, found: dict[int, dict[str, Any]], topic_na
     """Rebuild a share group from its latest records: found[key version][member id or ""] = value."""
     group = ShareGroup(group_id)
     meta = found.get(GROUP_METADATA, {}).get("")
-    group.group_epoch = meta.epoch if meta is not None else 0
+    if meta is not None:
+        group.group_epoch, group.metadata_hash, group.epoch_written = meta.epoch, meta.metadata_hash, True
     target_meta = found.get(TARGET_ASSIGNMENT_METADATA, {}).get("")
-    group.assignment_epoch = target_meta.assignment_epoch if target_meta is not None else 0
-    group.assignment_timestamp_ms = target_meta.assignment_timestamp if target_meta is not None else 0
+    if target_meta is not None:
+        group.assignment_epoch = target_meta.assignment_epoch
+        group.assignment_timestamp_ms = target_meta.assignment_timestamp
+        group.target_meta_written = True
 
     def names(tps: list) -> TopicPartitions:
         out: TopicPartitions = {}
@@ -432,6 +502,9 @@ def group_from_records(group_id: str, found: dict[int, dict[str, Any]], topic_na
     state = found.get(STATE_PARTITION_METADATA, {}).get("")
     if state is not None:
         group.initialized = names(state.initialized_topics)
+        group.initializing_recorded = names(state.initializing_topics)
+        # an initialization the log says was under way is asked again at the next heartbeat
+        group.initializing = _copy(group.initializing_recorded)
     return group
 
 
@@ -444,6 +517,7 @@ def persist(coordinator: GroupCoordinator, group: ShareGroup, deleted: bool = Fa
         return
     desired = {} if deleted else desired_records(group, coordinator._topic_id)
     records = changes(group, desired)
+    group.removed_keys.clear()
     if not records:
         return
     try:
@@ -467,9 +541,6 @@ def share_group_heartbeat(coordinator: GroupCoordinator, *, group_id: str, membe
             if member_epoch != 0:
                 raise GroupError(ErrorCode.GROUP_ID_NOT_FOUND, f"Share group {group_id} not found.")
             group = ShareGroup(group_id)
-            # seen on Kafka 4.4.0: a new share group's first member gets group epoch 2 (its log
-            # says "Bumped group epoch to 2"), so the group is at 1 before that first bump
-            group.group_epoch = 1
             coordinator.groups[group_id] = group
         try:
             return group.heartbeat(coordinator, member_id=member_id, member_epoch=member_epoch, rack_id=rack_id,

@@ -88,6 +88,7 @@ async def _initialize_share_state(ctx: RequestContext, group: share_groups.Share
         await trio.to_thread.run_sync(state.load)
     meta = ctx.broker.metadata
     pending, group.initializing = group.initializing, {}
+    done = False
     for name, partitions in pending.items():
         topic = meta.get(name) if meta is not None else None
         if topic is None:
@@ -99,7 +100,11 @@ async def _initialize_share_state(ctx: RequestContext, group: share_groups.Share
                 except ShareStateError:
                     group.initializing.setdefault(name, set()).add(index)  # tried again next heartbeat
                     continue
-            group.initialized.setdefault(name, set()).add(index)
+            group.mark_initialized(name, {index})
+            done = True
+    if done:
+        # as Kafka 4.4: the end of an initialization is a record of its own, after the heartbeat's
+        share_groups.persist(_coordinator(ctx), group)
 
 
 @handles(SHARE_GROUP_DESCRIBE_KEY, 1, _max(SHARE_GROUP_DESCRIBE_KEY))

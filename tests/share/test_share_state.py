@@ -104,7 +104,7 @@ def _hb(group, coord, member, epoch, topics=None):
 def _initialize(group):
     """What the heartbeat handler does after a heartbeat: the pending partitions get state."""
     for topic, parts in group.initializing.items():
-        group.initialized.setdefault(topic, set()).update(parts)
+        group.mark_initialized(topic, parts)
     group.initializing = {}
 
 
@@ -112,18 +112,18 @@ def test_share_group_join_share_and_leave():
     coord = _Coord()
     group = sg.ShareGroup("g")
     a = _hb(group, coord, "a", 0, ["t"])
-    # as Kafka 4.4: nothing is assigned before the partitions' share state is initialized
-    assert (a.member_epoch, a.assignment, group.initializing) == (1, {}, {"t": {0, 1}})
+    # as Kafka 4.4: a new group is at epoch 1, so the join bumps it to 2; nothing is assigned before the partitions' share state is initialized
+    assert (a.member_epoch, a.assignment, group.initializing) == (2, {}, {"t": {0, 1}})
     _initialize(group)
-    a = _hb(group, coord, "a", 1)  # initialized since the last assignment: a new epoch assigns them
-    assert (a.member_epoch, a.assignment) == (2, {"t": {0, 1}})
+    a = _hb(group, coord, "a", 2)  # initialized since the last assignment: a new epoch assigns them
+    assert (a.member_epoch, a.assignment) == (3, {"t": {0, 1}})
     b = _hb(group, coord, "b", 0, ["t"])
-    assert b.member_epoch == 3 and len(b.assignment["t"]) == 1
-    a = _hb(group, coord, "a", 2)
-    assert a.member_epoch == 3 and a.assignment["t"] | b.assignment["t"] == {0, 1}
+    assert b.member_epoch == 4 and len(b.assignment["t"]) == 1
+    a = _hb(group, coord, "a", 3)
+    assert a.member_epoch == 4 and a.assignment["t"] | b.assignment["t"] == {0, 1}
     c = _hb(group, coord, "c", 0, ["t"])  # more members than partitions: partitions are shared
     assert sum(len(p["t"]) for p in (c.assignment,)) == 1
-    assert _hb(group, coord, "a", 3).member_epoch == 4  # the previous epoch is still accepted once
+    assert _hb(group, coord, "a", 4).member_epoch == 5  # the previous epoch is still accepted once
     left = _hb(group, coord, "c", -1)
     assert left.member_epoch == -1 and set(group.members) == {"a", "b"}
     try:
@@ -145,7 +145,7 @@ def test_share_group_records_round_trip():
     group = sg.ShareGroup("g")
     _hb(group, coord, "a", 0, ["t"])
     _initialize(group)
-    _hb(group, coord, "a", 1)
+    _hb(group, coord, "a", 2)
     ids = {"t": Uuid(os.urandom(16))}
     desired = sg.desired_records(group, ids.get)
     found: dict = {}
