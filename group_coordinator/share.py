@@ -263,13 +263,14 @@ class ShareGroup:
     def compute_metadata_hash(self, counts: dict[str, int], topic_id: Callable[[str], Any] | None) -> int:
         """Kafka's group metadata hash over the subscribed topics that exist (`counts`)."""
         hashes = {}
+        cache: dict[tuple[str, bytes, int], int] = {}  # only the current topics' hashes are kept
         for name, n in counts.items():
             tid = topic_id(name) if topic_id is not None else None
             raw = tid.bytes if tid is not None else bytes(16)
             cache_key = (name, raw, n)
-            if cache_key not in self._topic_hashes:
-                self._topic_hashes[cache_key] = metadata_hash.topic_hash(raw, name, n)
-            hashes[name] = self._topic_hashes[cache_key]
+            found = self._topic_hashes.get(cache_key)
+            cache[cache_key] = hashes[name] = found if found is not None else metadata_hash.topic_hash(raw, name, n)
+        self._topic_hashes = cache
         return metadata_hash.group_hash(hashes)
 
     def bump_epoch(self, new_hash: int) -> None:
