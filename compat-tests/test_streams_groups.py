@@ -90,7 +90,11 @@ class Instance:
         return [], []
 
     def running(self) -> bool:
-        return any(line.get("state") == "RUNNING" and "active" in line for line in self.lines[-1:])
+        """The newest state is RUNNING and tasks were reported. The state listener's line may come
+        after the watcher's last task line: a rebalance the watcher did not see (tasks unchanged)
+        prints no new task line, so the newest line need not carry tasks."""
+        states = [line["state"] for line in self.lines if "state" in line]
+        return bool(states) and states[-1] == "RUNNING" and any("active" in line for line in self.lines)
 
     def kill(self) -> None:
         assert self.proc is not None
