@@ -339,6 +339,26 @@ def dump_log_segments(
     return proc.stdout, proc.stderr, proc.returncode
 
 
+def group_records(log_dir: Path, groups: Iterable[str], version: str = DEFAULT_KAFKA_VERSION) -> list[dict]:
+    """The ``__consumer_offsets`` records of `groups` in a log dir, in log order, as Kafka's
+    DumpLogSegments ``--offsets-decoder`` decodes them: ``{"key": ..., "value": ... or None}``."""
+    import re  # noqa: PLC0415
+
+    files = [str(f) for f in sorted(Path(log_dir).glob("__consumer_offsets-*/*.log")) if f.stat().st_size]
+    out, err, rc = dump_log_segments(files, "--offsets-decoder", version=version)
+    assert rc == 0 and "Exception" not in out + err, err[-3000:]
+    wanted = set(groups)
+    records = []
+    for line in out.splitlines():
+        m = re.search(r"key: (\{.*\}) payload: (.*)$", line)
+        if m:
+            payload = m.group(2).strip()
+            record = {"key": json.loads(m.group(1)), "value": None if payload == "<DELETE>" else json.loads(payload)}
+            if record["key"]["data"].get("groupId") in wanted:
+                records.append(record)
+    return records
+
+
 def dump_log_segments_class(version: str = DEFAULT_KAFKA_VERSION) -> str:
     """DumpLogSegments' main class in ``version``: it moved from core (Scala) to kafka-tools in Kafka 4.2."""
     major, minor = (int(x) for x in version.split(".")[:2])

@@ -15,13 +15,11 @@ not depend on the machine's speed (tests/groups/test_consumer_epochs_44.py cover
 
 from __future__ import annotations
 
-import json
-import re
 import time
 from typing import Any
 
 import pytest
-from kafka_oracle import KAFKA_4_4, dump_log_segments
+from kafka_oracle import KAFKA_4_4, group_records
 from test_groups_oracle import FIND, RETRIABLE, RawClient
 
 from odradek.group_coordinator import metadata_hash
@@ -87,18 +85,7 @@ def _scenario(bootstrap: str) -> list[tuple[str, Any]]:
 
 
 def _records(broker) -> list[dict]:
-    """Every record of the consumer groups, decoded by Kafka 4.4.0's DumpLogSegments."""
-    files = [str(f) for f in sorted(broker.log_dirs[0].glob("__consumer_offsets-*/*.log")) if f.stat().st_size]
-    out, err, rc = dump_log_segments(files, "--offsets-decoder", version=KAFKA_4_4)
-    assert rc == 0 and "Exception" not in out + err, err[-3000:]
-    records = []
-    for line in out.splitlines():
-        m = re.search(r"key: (\{.*\}) payload: (.*)$", line)
-        if m:
-            payload = m.group(2).strip()
-            records.append({"key": json.loads(m.group(1)),
-                            "value": None if payload == "<DELETE>" else json.loads(payload)})
-    return [r for r in records if r["key"]["data"].get("groupId") in {"g", "gr", "gl"}]
+    return group_records(broker.log_dirs[0], {"g", "gr", "gl"}, version=KAFKA_4_4)
 
 
 def _topics(broker) -> dict[str, tuple[Uuid, int]]:

@@ -23,7 +23,7 @@ from kafka_oracle import KAFKA_4_4, require_tool, run_java_tool
 from test_share_groups_state import SHARE_TOOL, ShareMember, create_topic, describe, produce
 
 from odradek.group_coordinator.share import ShareGroup
-from odradek.group_coordinator.share_hash_order import string_hash
+from odradek.logstore.java_hash import string_hash
 from odradek.tools.client import KafkaClient
 
 GROUP = "crew"

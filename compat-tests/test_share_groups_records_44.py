@@ -18,13 +18,11 @@ compares the assignor itself). Steps that compute a target wait out the 1 s assi
 from __future__ import annotations
 
 import itertools
-import json
-import re
 import time
 from typing import Any
 
 import pytest
-from kafka_oracle import KAFKA_4_4, dump_log_segments
+from kafka_oracle import KAFKA_4_4, group_records
 from test_share_groups_state import FIND_COORDINATOR, HEARTBEAT, create_topic
 
 from odradek.group_coordinator import metadata_hash
@@ -98,18 +96,7 @@ def _scenario(bootstrap: str) -> list[tuple[str, Any]]:
 
 
 def _records(broker) -> list[dict]:
-    """Every record of the share groups, decoded by Kafka 4.4.0's DumpLogSegments."""
-    files = [str(f) for f in sorted(broker.log_dirs[0].glob("__consumer_offsets-*/*.log")) if f.stat().st_size]
-    out, err, rc = dump_log_segments(files, "--offsets-decoder", version=KAFKA_4_4)
-    assert rc == 0 and "Exception" not in out + err, err[-3000:]
-    records = []
-    for line in out.splitlines():
-        m = re.search(r"key: (\{.*\}) payload: (.*)$", line)
-        if m:
-            payload = m.group(2).strip()
-            records.append({"key": json.loads(m.group(1)),
-                            "value": None if payload == "<DELETE>" else json.loads(payload)})
-    return [r for r in records if r["key"]["data"].get("groupId") in GROUPS]
+    return group_records(broker.log_dirs[0], GROUPS, version=KAFKA_4_4)
 
 
 def _topics(bootstrap: str) -> dict[str, tuple[Any, int]]:

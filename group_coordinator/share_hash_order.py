@@ -15,42 +15,29 @@ from __future__ import annotations
 from collections.abc import Callable, Iterable, Iterator
 from typing import Any
 
+from ..logstore.java_hash import string_hash, to_int32
 from ..wire.primitives import Uuid
 
 _M32 = 0xFFFFFFFF
 _M64 = 0xFFFFFFFFFFFFFFFF
 
 
-def _signed32(x: int) -> int:
-    x &= _M32
-    return x - (1 << 32) if x & 0x80000000 else x
-
-
-def string_hash(s: str) -> int:
-    """``String.hashCode``: over UTF-16 code units."""
-    h = 0
-    data = s.encode("utf-16-be")
-    for i in range(0, len(data), 2):
-        h = (31 * h + (data[i] << 8 | data[i + 1])) & _M32
-    return _signed32(h)
-
-
 def uuid_hash(u: Uuid) -> int:
     """Kafka's ``Uuid.hashCode``: the two halves xor-ed, then folded to 32 bits."""
     raw = u.bytes
     x = int.from_bytes(raw[:8], "big") ^ int.from_bytes(raw[8:], "big")
-    return _signed32((x >> 32) ^ x)
+    return to_int32((x >> 32) ^ x)
 
 
 def java_hash(key: Any) -> int:
     if isinstance(key, str):
         return string_hash(key)
     if isinstance(key, int):
-        return _signed32(key)
+        return to_int32(key)
     if isinstance(key, Uuid):
         return uuid_hash(key)
     if isinstance(key, tuple):  # (topic id, partition): the TopicIdPartition record
-        return _signed32(31 * uuid_hash(key[0]) + key[1])
+        return to_int32(31 * uuid_hash(key[0]) + key[1])
     raise TypeError(f"no Java hash for {type(key).__name__}")
 
 

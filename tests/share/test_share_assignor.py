@@ -7,7 +7,8 @@ import math
 import random
 
 from odradek.group_coordinator.share_assignor import MemberSpec, simple_assign
-from odradek.group_coordinator.share_hash_order import JavaHashMap, JavaHashSet, string_hash
+from odradek.group_coordinator.share_hash_order import JavaHashMap, JavaHashSet
+from odradek.logstore.java_hash import string_hash
 from odradek.wire.primitives import Uuid
 
 
