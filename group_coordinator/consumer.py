@@ -181,7 +181,7 @@ class ConsumerGroup:
         self.topic_meta: Callable[[str], tuple[bytes, int] | None] = lambda name: None
         # the metadata version recorded with a resolved regex (Kafka: the metadata image's offset)
         self.metadata_version: Callable[[], int] = lambda: 0
-        self._topic_hashes: dict[tuple[str, bytes, int], int] = {}
+        self._topic_hashes = metadata_hash.TopicHashes()
 
     # ---------------------------------------------------------------- queries
 
@@ -227,16 +227,8 @@ class ConsumerGroup:
 
     def compute_metadata_hash(self) -> int:
         """The hash of the subscribed topics' metadata, as Kafka 4.x stores it in the epoch record."""
-        hashes = {}
-        for name in self.subscribed_topic_names():
-            meta = self.topic_meta(name)
-            if meta is None:
-                continue
-            key = (name, *meta)
-            if key not in self._topic_hashes:
-                self._topic_hashes[key] = metadata_hash.topic_hash(meta[0], name, meta[1])
-            hashes[name] = self._topic_hashes[key]
-        return metadata_hash.group_hash(hashes)
+        metas = ((name, self.topic_meta(name)) for name in self.subscribed_topic_names())
+        return self._topic_hashes.group_hash((name, *meta) for name, meta in metas if meta is not None)
 
     def bump_epoch(self, new_hash: int) -> None:
         self.group_epoch += 1

@@ -46,3 +46,22 @@ def group_hash(topic_hashes: dict[str, int]) -> int:
         return 0
     data = b"".join(_LONG.pack(topic_hashes[name]) for name in sorted(topic_hashes))
     return _signed(xxhash.xxh3_64_intdigest(data))
+
+
+class TopicHashes:
+    """A group's topic hashes, kept while each topic's id and partition count stay the same."""
+
+    def __init__(self) -> None:
+        self._hashes: dict[tuple[str, bytes, int], int] = {}
+
+    def group_hash(self, topics: Iterable[tuple[str, bytes, int]]) -> int:
+        """Kafka's group hash over `topics` ((name, topic id bytes, partition count) of the
+        subscribed topics that exist); only their hashes are kept, so the cache stays small."""
+        hashes: dict[str, int] = {}
+        kept: dict[tuple[str, bytes, int], int] = {}
+        for name, topic_id, partitions in topics:
+            key = (name, topic_id, partitions)
+            found = self._hashes.get(key)
+            kept[key] = hashes[name] = found if found is not None else topic_hash(topic_id, name, partitions)
+        self._hashes = kept
+        return group_hash(hashes)

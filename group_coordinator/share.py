@@ -121,7 +121,7 @@ class ShareGroup:
         #: target writes them; a new group has neither)
         self.epoch_written = False
         self.target_meta_written = False
-        self._topic_hashes: dict[tuple[str, bytes, int], int] = {}
+        self._topic_hashes = metadata_hash.TopicHashes()
         self.members: dict[str, ShareMember] = {}
         #: the order Kafka's member table (a TimelineHashMap) hands the members to the assignor
         self.member_order = TimelineOrder()
@@ -262,16 +262,11 @@ class ShareGroup:
 
     def compute_metadata_hash(self, counts: dict[str, int], topic_id: Callable[[str], Any] | None) -> int:
         """Kafka's group metadata hash over the subscribed topics that exist (`counts`)."""
-        hashes = {}
-        cache: dict[tuple[str, bytes, int], int] = {}  # only the current topics' hashes are kept
-        for name, n in counts.items():
+        def raw_id(name: str) -> bytes:
             tid = topic_id(name) if topic_id is not None else None
-            raw = tid.bytes if tid is not None else bytes(16)
-            cache_key = (name, raw, n)
-            found = self._topic_hashes.get(cache_key)
-            cache[cache_key] = hashes[name] = found if found is not None else metadata_hash.topic_hash(raw, name, n)
-        self._topic_hashes = cache
-        return metadata_hash.group_hash(hashes)
+            return tid.bytes if tid is not None else bytes(16)
+
+        return self._topic_hashes.group_hash((name, raw_id(name), n) for name, n in counts.items())
 
     def bump_epoch(self, new_hash: int) -> None:
         self.group_epoch += 1

@@ -319,7 +319,7 @@ class StreamsGroup:
         self.metadata_hash = 0
         #: the assignment settings of the last epoch bump (LastAssignmentConfigs of the epoch record)
         self.last_assignment_configs: dict[str, str] = {}
-        self._topic_hashes: dict[tuple[str, bytes, int], int] = {}
+        self._topic_hashes = metadata_hash.TopicHashes()
         self.members: dict[str, StreamsMember] = {}
         self.target: dict[str, TasksTuple] = {}
         self.topology: Topology | None = None
@@ -472,16 +472,8 @@ class StreamsGroup:
 
     def compute_metadata_hash(self, topic_meta: Callable[[str], tuple[bytes, int] | None]) -> int:
         """Kafka's StreamsGroup.computeMetadataHash over the required topics that exist."""
-        hashes = {}
-        for name in self.required_topics():
-            meta = topic_meta(name)
-            if meta is None:
-                continue
-            key = (name, *meta)
-            if key not in self._topic_hashes:
-                self._topic_hashes[key] = metadata_hash.topic_hash(meta[0], name, meta[1])
-            hashes[name] = self._topic_hashes[key]
-        return metadata_hash.group_hash(hashes)
+        metas = ((name, topic_meta(name)) for name in self.required_topics())
+        return self._topic_hashes.group_hash((name, *meta) for name, meta in metas if meta is not None)
 
     def maybe_assign(self, coordinator: Any, now: float) -> None:
         """Recompute the target assignment if the group epoch moved past it."""
