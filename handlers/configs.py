@@ -76,6 +76,7 @@ _KAFKA_BROKER_TYPES: dict[str, str] = {
         "offsets.retention.minutes", "group.initial.rebalance.delay.ms", "group.min.session.timeout.ms",
         "group.max.session.timeout.ms", "offset.metadata.max.bytes", "group.max.size",
         "group.consumer.session.timeout.ms", "group.consumer.heartbeat.interval.ms", "group.consumer.max.size",
+        "group.consumer.assignment.interval.ms",
         "transaction.state.log.num.partitions", "transaction.state.log.min.isr",
         "transaction.state.log.segment.bytes", "transaction.max.timeout.ms"), "INT"),
     **dict.fromkeys(("offsets.topic.replication.factor", "transaction.state.log.replication.factor"), "SHORT"),
