@@ -25,6 +25,7 @@ from ..wire.protocol import request_class
 from ..wire.records import iter_batches
 
 if TYPE_CHECKING:
+    from ..logstore.partition_log import PartitionLog
     from .partition import Partition
     from .replication_quota import ReplicationQuotaManager
 
@@ -196,7 +197,7 @@ class ReplicaFetcherManager:
         for topic in resp.responses:
             for p in topic.partitions:
                 f = by_id.get((topic.topic_id, p.partition_index))
-                if f is None or self.followed.get((f.part.topic, f.part.index)) is not f:
+                if f is None or not self.is_followed(f):
                     continue  # no longer followed from this leader
                 code = p.error_code
                 if code == ErrorCode.NONE:
@@ -277,7 +278,8 @@ class ReplicaFetcherManager:
         return None
 
 
-def _append_fetched(f: Followed, plog: Any, data: bytes, p: Any) -> None:
+def _append_fetched(f: Followed, plog: PartitionLog, data: bytes, p: Any) -> None:
+    """Append the leader's batches as they are, then take its high watermark and log start."""
     for batch in iter_batches(data):
         if batch.header().base_offset < plog.log_end_offset:
             continue  # already here (a fetch that raced a truncation)
