@@ -199,6 +199,18 @@ def test_configs_sources_persistence_and_live_change(broker) -> None:
     assert describe()["retention.ms"].source == ConfigSource.DEFAULT_CONFIG.value
 
 
+def test_the_first_retention_check_comes_log_initial_task_delay_after_start_up(odradek_broker_factory) -> None:
+    """As Kafka's kafka-log-retention task: the first check runs log.initial.task.delay.ms after
+    start-up, the next ones every log.retention.check.interval.ms (here 5 minutes, never reached)."""
+    broker = odradek_broker_factory(overrides={"log.retention.check.interval.ms": 300000,
+                                               "log.initial.task.delay.ms": 10000, "log.segment.delete.delay.ms": 300})
+    topic = f"first-{uuid.uuid4().hex[:6]}"
+    _create(broker.bootstrap, topic, {"retention.ms": "1000", "segment.bytes": "4096"})
+    _produce(broker.bootstrap, topic, 100)
+    assert int(_segment_files(broker.log_dirs[0], topic)[0][:20]) == 0
+    _wait(lambda: int(_segment_files(broker.log_dirs[0], topic)[0][:20]) > 0)
+
+
 def test_delete_records_moves_the_start_and_retention_removes_files(broker) -> None:
     bootstrap = broker.bootstrap
     topic = f"dr-{uuid.uuid4().hex[:6]}"
