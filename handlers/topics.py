@@ -345,8 +345,11 @@ def _too_large(ctx: RequestContext, topics: list) -> str | None:
     """Why Kafka's controller would refuse this whole CreateTopics (POLICY_VIOLATION), or None.
     `topics` are the request's topics without duplicated names (the broker drops those before
     the controller counts). validate_only requests are counted too, as Kafka builds their records."""
-    if sum(_requested_partitions(ctx, t) for t in topics) > MAX_PARTITIONS_PER_REQUEST:
+    requested = [_requested_partitions(ctx, t) for t in topics]
+    if sum(requested) > MAX_PARTITIONS_PER_REQUEST:
         return "Excessively large number of partitions per request."
+    if sum(1 + len(t.configs) + n for t, n in zip(topics, requested, strict=True)) <= MAX_RECORDS_PER_USER_OP:
+        return None  # under the bound even if every topic passed: no need to validate them twice
     records = 0
     for wanted in topics:
         try:
